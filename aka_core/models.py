@@ -1,0 +1,238 @@
+"""The data of aka: run configs, tasks, evaluations and task results.
+
+Frozen attrs models; defaults live here. ``aka_core.convert.converter`` structures validated YAML
+into them and unstructures them for writing. JSON Schemas in ``schemas/`` validate user input
+before it reaches these models.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+# --------------------------------------------------------------------------- run config
+
+
+@attrs.frozen(kw_only=True)
+class AgentConfig:
+    template: str
+    budget_mode: Literal["time"] = "time"
+    timeout_seconds: float = 3600.0
+    options: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.frozen(kw_only=True)
+class NamedPluginConfig:
+    name: str
+    options: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.frozen(kw_only=True)
+class EvaluationConfig:
+    device: Literal["auto", "cuda", "cpu"] = "auto"
+    seeds_per_case: int | None = None
+    held_out: bool = True
+    measure_performance: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    agent: AgentConfig
+    tasks: tuple[str, ...]
+    target_gpu_model: str
+    log_directory: str = "logs"
+    workspace_directory_prefix: str = "workspace"
+    tasks_directory: str | None = None
+    scorer: NamedPluginConfig = attrs.Factory(lambda: NamedPluginConfig(name="speedup"))
+    executor: NamedPluginConfig = attrs.Factory(lambda: NamedPluginConfig(name="local"))
+    evaluation: EvaluationConfig = attrs.Factory(EvaluationConfig)
+    source: str | None = None
+    """The file the config was read from (not part of the schema)."""
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+@attrs.frozen(kw_only=True)
+class Case:
+    name: str
+    params: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.frozen(kw_only=True)
+class Tolerance:
+    rtol: float
+    atol: float = 0.0
+    max_rel_l2: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Requirements:
+    vendors: tuple[str, ...] = ()
+    architectures: tuple[str, ...] = ()
+    min_compute_capability: float | None = None
+    cpu_interpreter: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class Timeouts:
+    compile_seconds: float = 180.0
+    correctness_seconds: float = 300.0
+    timing_seconds: float = 300.0
+
+
+@attrs.frozen(kw_only=True)
+class TimingPolicy:
+    method: Literal["auto", "events", "cuda_graph"] = "auto"
+    min_pairs: int = 25
+    max_pairs: int = 400
+    target_ci_percent: float = 0.5
+    max_seconds_per_case: float = 15.0
+
+
+@attrs.frozen(kw_only=True)
+class Task:
+    id: str
+    root: Path
+    format: str
+    name: str
+    backend: str
+    family: str
+    editable: tuple[str, ...]
+    entrypoint: str
+    reference: str
+    baseline: str
+    inputs: str
+    cases: tuple[Case, ...]
+    instructions: str
+    tolerance: dict[str, Tolerance]
+    held_out_cases: tuple[Case, ...] = ()
+    smoke_case: Case | None = None
+    description: str = ""
+    requires: Requirements = attrs.Factory(Requirements)
+    timeouts: Timeouts = attrs.Factory(Timeouts)
+    timing: TimingPolicy = attrs.Factory(TimingPolicy)
+    seeds_per_case: int = 3
+    validated_on: tuple[dict[str, Any], ...] = ()
+    tags: tuple[str, ...] = ()
+
+    @property
+    def baseline_is_initial_candidate(self) -> bool:
+        return self.baseline.split(":")[0] in self.editable
+
+
+# --------------------------------------------------------------------------- devices
+
+
+@attrs.frozen(kw_only=True)
+class DeviceInfo:
+    kind: Literal["cuda", "cpu"]
+    vendor: str | None = None
+    name: str | None = None
+    architecture: str | None = None
+    compute_capability: float | None = None
+    software: dict[str, str] = attrs.Factory(dict)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@attrs.frozen(kw_only=True)
+class AgentUsage:
+    """What the agent reported about its own usage; ``None`` where it did not say."""
+
+    model: str | None = None
+    input_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    turns: int | None = None
+
+
+AgentStatus = Literal["completed", "failed", "timed_out", "not_installed", "not_authenticated"]
+
+
+@attrs.frozen(kw_only=True)
+class AgentExecution:
+    agent: str
+    status: AgentStatus
+    exit_code: int | None = None
+    duration_seconds: float = 0.0
+    timed_out: bool = False
+    version: str | None = None
+    message: str | None = None
+    usage: AgentUsage = attrs.Factory(AgentUsage)
+
+
+@attrs.frozen(kw_only=True)
+class IntegrityReport:
+    ok: bool
+    changed_files: tuple[str, ...] = ()
+    restored_files: tuple[str, ...] = ()
+    """Protected files the agent changed or removed; restored from the task before evaluation."""
+    added_files: tuple[str, ...] = ()
+    """Files the agent added; kept in the workspace, ignored unless imported by editable files."""
+
+
+@attrs.frozen(kw_only=True)
+class Gate:
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Acceptance:
+    accepted: bool
+    reason: str
+    gates: tuple[Gate, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class EvaluationSummary:
+    """What a scorer sees."""
+
+    accepted: bool
+    performance_measured: bool
+    speedup: float | None = None
+    speedup_ci95: tuple[float, float] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ScoreOutcome:
+    score: float
+    eligible: bool
+    reason: str = ""
+    details: dict[str, Any] = attrs.Factory(dict)
+
+
+TaskStatus = Literal["completed", "skipped", "error"]
+
+
+@attrs.frozen(kw_only=True)
+class TaskResult:
+    """The record of truth for one task of a run (``<task>/task_result.yaml``)."""
+
+    task_id: str
+    status: TaskStatus
+    family: str | None = None
+    backend: str | None = None
+    skip_reason: str | None = None
+    error: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_seconds: float | None = None
+    agent_execution: AgentExecution | None = None
+    integrity: IntegrityReport | None = None
+    pass_compilation: bool | None = None
+    pass_correctness: bool | None = None
+    candidate_accepted: bool = False
+    acceptance: Acceptance | None = None
+    speedup_ratio: float | None = None
+    score: float = 0.0
+    scorer: dict[str, Any] = attrs.Factory(dict)
+    evaluation: dict[str, Any] = attrs.Factory(dict)
+    """The evaluator's full record: device, phases, compile, correctness, performance (raw samples)."""
+    schema_version: int = 1

@@ -1,0 +1,147 @@
+"""Typed records that plugins register, and the Protocols the core calls them through.
+
+A plugin's registration hook returns a list of these frozen records. The core never calls a plugin
+through ``pm.hook`` directly: it asks the host for a record by name and calls its factory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+import attrs
+
+if TYPE_CHECKING:
+    from aka_core.models import (
+        AgentExecution,
+        DeviceInfo,
+        EvaluationSummary,
+        ScoreOutcome,
+        Task,
+    )
+
+JsonSchema = Mapping[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class PluginRecord:
+    """What every registration record has. ``kind`` is fixed by each subclass."""
+
+    kind: ClassVar[str] = "plugin"
+    name: str = attrs.field(validator=attrs.validators.matches_re(r"^[a-z0-9][a-z0-9_.-]*$"))
+    factory: Callable[..., Any]
+    description: str = ""
+    config_schema: JsonSchema | None = None
+    """JSON Schema of the plugin's own ``options`` section in a run config (None: no options)."""
+
+
+@attrs.frozen(kw_only=True)
+class TaskFormatSpec(PluginRecord):
+    """A task format: finds and loads task folders. ``factory() -> TaskFormat``."""
+
+    kind: ClassVar[str] = "task_format"
+    marker_file: str = "task.yaml"
+
+
+@attrs.frozen(kw_only=True)
+class AgentSpec(PluginRecord):
+    """An agent that produces a candidate in a workspace. ``factory(options) -> Agent``."""
+
+    kind: ClassVar[str] = "agent"
+
+
+@attrs.frozen(kw_only=True)
+class BackendSpec(PluginRecord):
+    """A language/runtime that builds and loads candidates. ``factory() -> Backend``."""
+
+    kind: ClassVar[str] = "backend"
+
+
+@attrs.frozen(kw_only=True)
+class ScorerSpec(PluginRecord):
+    """A reward function. ``factory(options) -> Scorer``."""
+
+    kind: ClassVar[str] = "scorer"
+
+
+@attrs.frozen(kw_only=True)
+class ExecutorSpec(PluginRecord):
+    """Where a task's lifecycle runs. ``factory(options) -> Executor``."""
+
+    kind: ClassVar[str] = "executor"
+
+
+RECORD_KINDS: dict[str, type[PluginRecord]] = {
+    cls.kind: cls for cls in (TaskFormatSpec, AgentSpec, BackendSpec, ScorerSpec, ExecutorSpec)
+}
+
+
+# --------------------------------------------------------------------------- protocols
+
+
+@runtime_checkable
+class TaskFormat(Protocol):
+    def is_task_dir(self, path: Path) -> bool:
+        """Whether ``path`` is a task folder of this format."""
+
+    def load(self, task_dir: Path, task_id: str) -> Task:
+        """Load and validate the task in ``task_dir``; raise ``ConfigError`` on bad input."""
+
+
+@attrs.frozen(kw_only=True)
+class AgentInvocation:
+    """Everything an agent is given for one task."""
+
+    task: Task
+    workspace: Path
+    logs_dir: Path
+    prompt: str
+    timeout_seconds: float
+    environment: Mapping[str, str]
+    target_gpu_model: str
+
+
+@runtime_checkable
+class Agent(Protocol):
+    def run(self, invocation: AgentInvocation) -> AgentExecution:
+        """Edit ``invocation.workspace``; return what happened. Never raise for agent failures."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Builds and loads candidates. ``load_callable`` and ``describe_device`` run in the worker."""
+
+    def worker_environment(self, device: str) -> dict[str, str]:
+        """Environment variables the evaluation worker needs for ``device`` ("cuda" or "cpu")."""
+
+    def describe_device(self, device: str) -> DeviceInfo:
+        """Facts about the device the worker will run on."""
+
+    def load_callable(self, root: Path, ref: str, package: str) -> Callable[..., Any]:
+        """Load ``file.py:function`` below ``root`` as a module of ``package``.
+
+        Raise ``aka_core.errors.BuildError`` (with file and line where known) when it does not build.
+        """
+
+    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> None:
+        """Force compilation (e.g. a first launch) so build errors surface in the compile phase."""
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
+        """Turn an evaluation into a reward. Must return 0 when not eligible."""
+
+
+class TaskRunner(Protocol):
+    def __call__(self, task_id: str) -> None: ...
+
+
+@runtime_checkable
+class Executor(Protocol):
+    def execute(self, run_dir: Path, task_ids: list[str], run_task: TaskRunner) -> None:
+        """Run the lifecycle of every task id (``run_task`` runs one, in this process).
+
+        An executor that runs elsewhere starts ``aka run-task RUN_DIR TASK_ID`` there instead.
+        """
