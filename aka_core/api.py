@@ -1,0 +1,166 @@
+"""The Python API for trainers and scripts: run a config, evaluate a candidate, validate a task.
+
+```python
+from aka_core import api
+result = api.evaluate_candidate("tasks/triton2triton/gelu", "policy_output/step_42")
+reward = result.score            # the evaluator's reward; keep it beside your own transforms
+```
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from aka_core.devices import probe
+from aka_core.errors import AkaError
+from aka_core.evaluation import runner
+from aka_core.host import PluginHost
+from aka_core.lifecycle import (
+    TaskContext,
+    build_request,
+    evaluate_and_score,
+    now_iso,
+    worker_env,
+)
+from aka_core.models import (
+    AgentConfig,
+    EvaluationConfig,
+    IntegrityReport,
+    NamedPluginConfig,
+    RunConfig,
+    Task,
+    TaskResult,
+)
+from aka_core.operator_tasks import load_task
+from aka_core.run import create_run, execute_run, read_run_file
+from aka_core.workspace import copy_task, make_read_only, overlay_editable
+
+
+@attrs.frozen
+class RunOutcome:
+    run_dir: Path
+    results: list[TaskResult]
+
+
+def run(config_path: str | Path, *, run_suffix: str | None = None,
+        output_root: str | Path | None = None, host: PluginHost | None = None,
+        show_progress: bool = False) -> RunOutcome:
+    """Run a config end to end; returns the run directory and every task result."""
+    host = host or PluginHost()
+    run_dir = create_run(Path(config_path), host, run_suffix=run_suffix,
+                         output_root=Path(output_root) if output_root else None)
+    return RunOutcome(run_dir, execute_run(run_dir, host, show_progress=show_progress))
+
+
+def resume(run_dir: str | Path, *, host: PluginHost | None = None,
+           show_progress: bool = False) -> RunOutcome:
+    """Finish an interrupted run: completed tasks are kept, the rest (re)run."""
+    host = host or PluginHost()
+    run_dir = Path(run_dir).resolve()
+    read_run_file(run_dir)
+    return RunOutcome(run_dir, execute_run(run_dir, host, show_progress=show_progress))
+
+
+def find_task(task: str | Path, tasks_root: Path | None = None) -> tuple[Path, str]:
+    """A task folder and its id from a path (or an id relative to ``tasks_root``)."""
+    path = Path(task)
+    if not (path / "task.yaml").is_file() and tasks_root is not None:
+        path = tasks_root / task
+    if not path.is_dir():
+        raise AkaError(f"no task folder at {task}; pass a folder holding task.yaml "
+                       "(e.g. tasks/triton2triton/gelu)")
+    path = path.resolve()
+    for parent in path.parents:
+        if parent.name == "tasks":
+            return path, path.relative_to(parent).as_posix()
+    return path, path.name
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    return "cuda" if probe().get("gpu") else "cpu"
+
+
+def evaluate_candidate(
+    task: str | Path,
+    candidate_dir: str | Path,
+    *,
+    device: str = "auto",
+    held_out: bool = True,
+    measure_performance: bool = True,
+    scorer: str = "speedup",
+    scorer_options: dict[str, Any] | None = None,
+    work_dir: str | Path | None = None,
+    host: PluginHost | None = None,
+) -> TaskResult:
+    """Evaluate the editable files found in ``candidate_dir`` against the task's baseline.
+
+    Only the task's declared editable files are taken from ``candidate_dir``; everything else comes
+    from the task. This is the RL entry point: one call, one reward (``result.score``).
+    """
+    host = host or PluginHost()
+    task_path, task_id = find_task(task)
+    loaded = load_task(task_path, task_id, host)
+    candidate = Path(candidate_dir)
+    if not candidate.is_dir():
+        raise AkaError(f"candidate folder {candidate} does not exist")
+    device = resolve_device(device)
+    with tempfile.TemporaryDirectory(prefix="aka-eval-", dir=work_dir) as tmp:
+        root = Path(tmp)
+        workspace, baseline, logs = root / "workspace", root / "baseline", root / "logs"
+        copy_task(loaded, workspace)
+        copy_task(loaded, baseline)
+        make_read_only(baseline)
+        logs.mkdir()
+        copied = overlay_editable(loaded, candidate, workspace)
+        if not copied:
+            raise AkaError(f"{candidate} holds none of the task's editable files "
+                           f"({', '.join(loaded.editable)})")
+        ctx = _eval_context(host, loaded, device, held_out, measure_performance, scorer,
+                            scorer_options or {})
+        integrity = IntegrityReport(ok=True, changed_files=tuple(copied))
+        started = now_iso()
+        result = evaluate_and_score(ctx, loaded, workspace, baseline, logs, None, integrity,
+                                    {"task_id": task_id, "started_at": started,
+                                     "family": loaded.family, "backend": loaded.backend})
+        log_text = (logs / "evaluation.log").read_text(errors="replace")[-4000:] if (
+            logs / "evaluation.log").is_file() else ""
+    evaluation = dict(result.evaluation)
+    evaluation["worker_log"] = None
+    evaluation["worker_log_tail"] = log_text
+    return attrs.evolve(result, finished_at=now_iso(), evaluation=evaluation)
+
+
+def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
+                  measure_performance: bool, scorer: str, scorer_options: dict[str, Any]
+                  ) -> TaskContext:
+    config = RunConfig(
+        agent=AgentConfig(template="external"), tasks=(task.id,),
+        target_gpu_model="cpu" if device == "cpu" else (probe().get("gpu") or {}).get("name", "gpu"),
+        scorer=NamedPluginConfig(name=scorer, options=scorer_options),
+        evaluation=EvaluationConfig(device=device, held_out=held_out,  # type: ignore[arg-type]
+                                    measure_performance=measure_performance),
+    )
+    return TaskContext(run_dir=Path("."), config=config, host=host, tasks_root=task.root.parent,
+                       device=device)
+
+
+def validate_task_run(task: Task, host: PluginHost, *, device: str = "auto") -> dict[str, Any]:
+    """Run a task's reference and baseline through the evaluator (baseline against itself)."""
+    device = resolve_device(device)
+    with tempfile.TemporaryDirectory(prefix="aka-validate-") as tmp:
+        baseline = Path(tmp) / "baseline"
+        copy_task(task, baseline)
+        request = build_request(device, task, None, baseline, held_out=True,
+                                measure_performance=True, seeds=None, time_reference=True)
+        record = runner.evaluate(request, env=worker_env(host, task.backend, device),
+                                 log_path=Path(tmp) / "evaluation.log")
+        record["worker_log_tail"] = (Path(tmp) / "evaluation.log").read_text(
+            errors="replace")[-3000:]
+    record["worker_log"] = None
+    return record

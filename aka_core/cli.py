@@ -1,0 +1,297 @@
+"""The ``aka`` command.
+
+Results go to stdout (the run directory, tables, ``--json``); logs go to stderr. Errors a user can
+fix are printed without a traceback and exit with status 2 (bad input) or 1 (failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from aka_core import __version__
+from aka_core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, AkaError
+
+log = structlog.get_logger("aka.cli")
+
+
+def _host() -> Any:
+    from aka_core.host import PluginHost
+
+    return PluginHost()
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from aka_core.logging_setup import configure_logging
+    from aka_core.reports import render_text, summary_rows
+    from aka_core.run import create_run, execute_run
+
+    host = _host()
+    if args.resume:
+        run_dir = Path(args.resume).resolve()
+    elif args.config:
+        run_dir = create_run(Path(args.config), host, run_suffix=args.run_suffix,
+                             output_root=Path(args.output_root) if args.output_root else None)
+    else:
+        raise AkaError("give a run config (aka run CONFIG) or a run to resume (--resume RUN_DIR)")
+    from aka_core.run import read_run_file
+
+    meta = read_run_file(run_dir)
+    log_dir = run_dir / meta["config"].get("log_directory", "logs")
+    configure_logging(json_output=args.json_logs, log_file=log_dir / "aka.jsonl", force=True)
+    print(f"run directory: {run_dir}", file=sys.stderr)
+    results = execute_run(run_dir, host, show_progress=not args.no_progress)
+    print(render_text(summary_rows(results)), file=sys.stderr)
+    print(run_dir)
+    return EXIT_OK
+
+
+def cmd_run_task(args: argparse.Namespace) -> int:
+    from aka_core.run import run_one_task
+
+    result = run_one_task(Path(args.run_dir).resolve(), args.task_id, _host())
+    print(result.status)
+    return EXIT_OK
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    host = _host()
+    data = host.describe()
+    if args.json:
+        _print_json(data)
+        return EXIT_OK
+    from aka_core.reports import format_table
+
+    rows = [[p["kind"], p["name"], p["distribution"], p["version"] or "-",
+             "builtin" if p["builtin"] else ""] for p in data["plugins"]]
+    print("\n".join(format_table(["kind", "name", "distribution", "version", ""], rows)))
+    for err in data["load_errors"]:
+        print(f"\nfailed to load plugin {err['plugin']!r} from {err['distribution']} "
+              f"{err['version']}: {err['error']}")
+    return EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from aka_core.validate import validate_paths
+
+    return validate_paths([Path(p) for p in args.paths], _host(), run=args.run,
+                          device=args.device, report_dir=Path(args.report_dir)
+                          if args.report_dir else None, as_json=args.json)
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from aka_core import gpus
+    from aka_core.config import load_run_config, resolve_tasks_directory
+    from aka_core.operator_tasks import load_task
+    from aka_core.reports import format_table
+    from aka_core.selection import discover_tasks, resolve_selectors
+
+    host = _host()
+    target = args.target
+    if args.config:
+        config = load_run_config(Path(args.config), host)
+        root = resolve_tasks_directory(config, Path(args.config))
+        selectors = args.selectors or list(config.tasks)
+        target = target or config.target_gpu_model
+    else:
+        root = Path(args.tasks_dir or "tasks").resolve()
+        if not root.is_dir():
+            raise AkaError(f"no tasks folder at {root}; pass --tasks-dir or --config")
+        selectors = args.selectors or sorted(discover_tasks(root, host))
+    ids = resolve_selectors(selectors, root, host)
+    rows = []
+    for task_id in ids:
+        task = load_task(root.joinpath(*task_id.split("/")), task_id, host)
+        reason = gpus.skip_reason(task, target) if target else None
+        rows.append({"task": task_id, "family": task.family, "backend": task.backend,
+                     "cases": len(task.cases), "held_out": len(task.held_out_cases),
+                     "runs": reason is None, "skip_reason": reason})
+    if args.json:
+        _print_json({"target": target, "tasks": rows})
+    else:
+        body = [[r["task"], r["family"], r["backend"], str(r["cases"]), str(r["held_out"]),
+                 "yes" if r["runs"] else f"skip: {r['skip_reason']}"] for r in rows]
+        headers = ["task", "family", "backend", "cases", "held-out", f"runs on {target or '?'}"]
+        print("\n".join(format_table(headers, body)))
+    return EXIT_OK
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from aka_core import api
+    from aka_core.convert import unstructure
+    from aka_core.yamlio import dump_yaml, write_yaml_atomic
+
+    result = api.evaluate_candidate(args.task, args.candidate, device=args.device,
+                                    held_out=not args.no_held_out,
+                                    measure_performance=not args.no_timing)
+    data = unstructure(result)
+    if args.output:
+        write_yaml_atomic(Path(args.output), data)
+    if args.json:
+        _print_json(data)
+    else:
+        print(_eval_summary(data) if not args.full else dump_yaml(data))
+    return EXIT_OK
+
+
+def _eval_summary(data: dict[str, Any]) -> str:
+    ev = data.get("evaluation", {})
+    perf = ev.get("performance") or {}
+    lines = [
+        f"task:              {data['task_id']} ({data.get('family')}, {data.get('backend')})",
+        f"device:            {(ev.get('device') or {}).get('name')}",
+        f"compiled:          {data.get('pass_compilation')}",
+        f"correct:           {data.get('pass_correctness')}",
+        f"accepted:          {data.get('candidate_accepted')}"
+        + ("" if data.get("candidate_accepted") else
+           f"  ({(data.get('acceptance') or {}).get('reason') or data.get('error')})"),
+    ]
+    if perf.get("measured"):
+        lo, hi = perf.get("ci95", [None, None])
+        lines.append(f"speedup:           {perf['speedup']:.4f}  (95% CI {lo:.4f} .. {hi:.4f})")
+        for case in perf.get("cases", []):
+            lines.append(f"  {case['case']:<28} {case.get('baseline_median_ms', 0):.4f} ms -> "
+                         f"{case.get('candidate_median_ms', 0):.4f} ms  x{case.get('speedup', 0):.4f}"
+                         f"  [{case.get('method')}, {case.get('pairs')} pairs]")
+    else:
+        lines.append(f"speedup:           not measured ({perf.get('reason_not_measured', '-')})")
+    lines.append(f"score:             {data.get('score')}  ({(data.get('scorer') or {}).get('reason', '')})")
+    phases = ev.get("phases_wall") or {}
+    lines.append("seconds:           " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
+    return "\n".join(lines)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from aka_core.reports import render_text, summary_document, summary_rows, write_reports
+    from aka_core.results import load_run
+
+    record = load_run(Path(args.run_dir))
+    results = [record.results[t] for t in record.task_ids if t in record.results]
+    paths = write_reports(Path(args.run_dir))
+    if args.json:
+        _print_json(summary_document(summary_rows(results)))
+    else:
+        print(render_text(summary_rows(results)))
+        print("\nwritten: " + ", ".join(str(p) for p in paths))
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from aka_core.compare import comparison_as_dict, compare_runs, render_comparison
+
+    side_a = [Path(p) for p in args.run_a.split(",")]
+    side_b = [Path(p) for p in args.run_b.split(",")]
+    comparison = compare_runs(side_a if len(side_a) > 1 else side_a[0],
+                              side_b if len(side_b) > 1 else side_b[0])
+    if args.json:
+        _print_json(comparison_as_dict(comparison))
+    else:
+        print(render_comparison(comparison))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aka", description="AgentKernelArena: evaluate "
+                                     "GPU-kernel agents against preserved baselines.")
+    parser.add_argument("--version", action="version", version=f"aka {__version__}")
+    parser.add_argument("--log-level", default="info",
+                        choices=["debug", "info", "warning", "error"])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run a config (or resume a run); prints the run directory")
+    p.add_argument("config", nargs="?", help="run config YAML")
+    p.add_argument("--run-suffix", help="appended to the run directory's name")
+    p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run")
+    p.add_argument("--output-root", help="where run directories go (default: current folder)")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--json-logs", action="store_true", default=None,
+                   help="JSON log lines on stderr even on a terminal")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("run-task", help="run one task of an existing run (used by executors)")
+    p.add_argument("run_dir")
+    p.add_argument("task_id")
+    p.set_defaults(func=cmd_run_task)
+
+    p = sub.add_parser("validate", help="check run configs and task folders")
+    p.add_argument("paths", nargs="+", help="run config files, task folders or folders of tasks")
+    p.add_argument("--run", action="store_true",
+                   help="also run each task's reference and baseline through the evaluator")
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--report-dir", help="write validation_report.yaml files here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("plugins", help="list installed plugins and load errors")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plugins)
+
+    p = sub.add_parser("tasks", help="list the tasks selectors match, and why a task would skip")
+    p.add_argument("selectors", nargs="*", help="task ids or folders under tasks/")
+    p.add_argument("--config", help="take tasks, tasks folder and target from a run config")
+    p.add_argument("--tasks-dir", help="the tasks folder (default ./tasks)")
+    p.add_argument("--target", help="target GPU model, e.g. H200, MI300X, cpu")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_tasks)
+
+    p = sub.add_parser("eval", help="evaluate one candidate against a task (the RL entry point)")
+    p.add_argument("task", help="task folder, e.g. tasks/triton2triton/gelu")
+    p.add_argument("--candidate", required=True, help="folder holding the candidate's files")
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--no-held-out", action="store_true", help="skip the held-out cases")
+    p.add_argument("--no-timing", action="store_true", help="correctness only")
+    p.add_argument("--output", help="also write the task result YAML here")
+    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    p.add_argument("--full", action="store_true", help="print the full result as YAML")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("report", help="regenerate and print a run's reports")
+    p.add_argument("run_dir")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="compare two runs task by task")
+    p.add_argument("run_a", help="run directory (comma-separated for repeated runs)")
+    p.add_argument("run_b", help="run directory (comma-separated for repeated runs)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compare)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from aka_core.logging_setup import configure_logging
+
+    args = build_parser().parse_args(argv)
+    configure_logging(level=args.log_level)
+    try:
+        return int(args.func(args))
+    except AkaError as exc:
+        print(f"aka: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("aka: interrupted; resume with `aka run --resume RUN_DIR`", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+__all__ = ["EXIT_USAGE", "build_parser", "main"]

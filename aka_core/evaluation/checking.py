@@ -1,0 +1,176 @@
+"""Correctness checks of outputs and inputs (runs inside the worker; imports torch lazily)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aka_core.models import Tolerance
+
+# Integer and boolean outputs compare exactly unless the task gives a tolerance for them.
+EXACT = Tolerance(rtol=0.0, atol=0.0)
+
+
+def as_tensors(out: Any) -> list[Any]:
+    """A callable's outputs as a list of tensors (a tensor, or a tuple/list of them)."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, list | tuple):
+        tensors = []
+        for item in out:
+            if not isinstance(item, torch.Tensor):
+                item = torch.as_tensor(item)
+            tensors.append(item)
+        return tensors
+    if isinstance(out, int | float | bool):
+        return [torch.as_tensor(out)]
+    raise TypeError(f"returned {type(out).__name__}; expected a tensor or a tuple of tensors")
+
+
+def structure_mismatch(candidate: list[Any], expected: list[Any]) -> str | None:
+    """Why the candidate's outputs differ in count, shape, dtype or device, or None."""
+    if len(candidate) != len(expected):
+        return f"returned {len(candidate)} outputs, expected {len(expected)}"
+    for i, (c, e) in enumerate(zip(candidate, expected, strict=True)):
+        name = f"output {i}" if len(expected) > 1 else "output"
+        if tuple(c.shape) != tuple(e.shape):
+            return f"{name} has shape {tuple(c.shape)}, expected {tuple(e.shape)}"
+        if c.dtype != e.dtype:
+            return f"{name} has dtype {c.dtype}, expected {e.dtype}"
+        if c.device.type != e.device.type:
+            return f"{name} is on {c.device}, expected {e.device}"
+    return None
+
+
+def dtype_key(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def tolerance_for(dtype: Any, tolerances: Mapping[str, Tolerance]) -> Tolerance:
+    import torch
+
+    key = dtype_key(dtype)
+    if key in tolerances:
+        return tolerances[key]
+    if not dtype.is_floating_point or dtype == torch.bool:
+        return EXACT
+    raise KeyError(f"the task gives no tolerance for output dtype {key}")
+
+
+def compare(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any]:
+    """Compare one output with its reference in float64: NaN and inf positions must match."""
+    import torch
+
+    o = out.detach().to(torch.float32).to(torch.float64)
+    r = ref.detach().to(device=out.device).to(torch.float32 if ref.dtype != torch.float64
+                                                else torch.float64).to(torch.float64)
+    if o.shape != r.shape:
+        return {"passed": False, "reason": f"shape {tuple(o.shape)} != reference {tuple(r.shape)}"}
+    nan_o, nan_r = torch.isnan(o), torch.isnan(r)
+    if not torch.equal(nan_o, nan_r):
+        extra = int((nan_o & ~nan_r).sum())
+        missing = int((nan_r & ~nan_o).sum())
+        return {"passed": False, "reason": f"NaN mismatch: {extra} unexpected NaN, "
+                f"{missing} NaN missing", "unexpected_nan": extra}
+    inf_o, inf_r = torch.isinf(o), torch.isinf(r)
+    if not torch.equal(inf_o, inf_r) or not torch.equal(o[inf_o], r[inf_r]):
+        return {"passed": False, "reason": "infinities differ from the reference"}
+    finite = ~(nan_r | inf_r)
+    of, rf = o[finite], r[finite]
+    if of.numel() == 0:
+        return {"passed": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "rel_l2": 0.0,
+                "mismatched": 0, "elements": int(o.numel())}
+    diff = (of - rf).abs()
+    bound = tol.atol + tol.rtol * rf.abs()
+    bad = diff > bound
+    mismatched = int(bad.sum())
+    ref_norm = float(torch.linalg.vector_norm(rf))
+    rel_l2 = float(torch.linalg.vector_norm(of - rf)) / ref_norm if ref_norm > 0 else float(
+        torch.linalg.vector_norm(of - rf))
+    result: dict[str, Any] = {
+        "max_abs_err": float(diff.max()),
+        "max_rel_err": float((diff / rf.abs().clamp_min(1e-30)).max()),
+        "rel_l2": rel_l2,
+        "mismatched": mismatched,
+        "elements": int(o.numel()),
+    }
+    reasons = []
+    if mismatched:
+        idx = int(torch.argmax((diff - bound).flatten()))
+        reasons.append(
+            f"{mismatched} of {int(of.numel())} elements outside atol={tol.atol} rtol={tol.rtol} "
+            f"(worst: got {float(of.flatten()[idx]):.6g}, expected {float(rf.flatten()[idx]):.6g})"
+        )
+    if tol.max_rel_l2 is not None and rel_l2 > tol.max_rel_l2:
+        reasons.append(f"relative L2 error {rel_l2:.3g} > {tol.max_rel_l2}")
+    result["passed"] = not reasons
+    if reasons:
+        result["reason"] = "; ".join(reasons)
+    return result
+
+
+def compare_outputs(outputs: list[Any], refs: list[Any],
+                    tolerances: Mapping[str, Tolerance], scale: float = 1.0) -> dict[str, Any]:
+    """Compare every output; the tolerance is chosen by each output's dtype."""
+    if len(outputs) != len(refs):
+        return {"passed": False, "reason": f"{len(outputs)} outputs, reference has {len(refs)}"}
+    per_output = []
+    for out, ref in zip(outputs, refs, strict=True):
+        tol = tolerance_for(out.dtype, tolerances)
+        if scale != 1.0:
+            tol = Tolerance(rtol=tol.rtol * scale, atol=tol.atol * scale,
+                            max_rel_l2=None if tol.max_rel_l2 is None else tol.max_rel_l2 * scale)
+        per_output.append(compare(out, ref, tol))
+    failed = [(i, r) for i, r in enumerate(per_output) if not r["passed"]]
+    summary: dict[str, Any] = {
+        "passed": not failed,
+        "max_abs_err": max((r.get("max_abs_err", 0.0) for r in per_output), default=0.0),
+        "rel_l2": max((r.get("rel_l2", 0.0) for r in per_output), default=0.0),
+    }
+    if failed:
+        i, r = failed[0]
+        prefix = f"output {i}: " if len(per_output) > 1 else ""
+        summary["reason"] = prefix + r.get("reason", "mismatch")
+    return summary
+
+
+def snapshot_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    import torch
+
+    return {k: v.detach().clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+
+
+def changed_inputs(inputs: Mapping[str, Any], snapshot: Mapping[str, Any]) -> list[str]:
+    """Names of tensor inputs whose bytes differ from the snapshot."""
+    changed = []
+    for name, before in snapshot.items():
+        after = inputs[name]
+        if after.shape != before.shape or not _same_bytes(after, before):
+            changed.append(name)
+    return changed
+
+
+def _same_bytes(a: Any, b: Any) -> bool:
+    import torch
+
+    if a.numel() == 0:
+        return True
+    return bool(torch.equal(a.contiguous().view(-1).view(torch.uint8),
+                            b.contiguous().view(-1).view(torch.uint8)))
+
+
+def poison_free_memory(device: str, nbytes: int, byte: int) -> None:
+    """Fill memory that the caching allocator will hand out next with a known pattern.
+
+    Outputs a candidate forgets to write then hold this pattern instead of stale correct values,
+    so two calls after different patterns disagree (uninitialised memory shows up).
+    """
+    import torch
+
+    if device != "cuda" or nbytes <= 0:
+        return
+    block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    block.fill_(byte)
+    del block

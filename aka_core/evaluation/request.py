@@ -1,0 +1,63 @@
+"""What the parent asks a worker to evaluate (sent as JSON on the worker's stdin)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+from aka_core.convert import structure, unstructure
+from aka_core.models import Case, Task, TimingPolicy, Timeouts, Tolerance
+
+
+@attrs.frozen(kw_only=True)
+class SideRef:
+    """A callable ``file.py:function`` below ``root``."""
+
+    root: str
+    ref: str
+
+
+@attrs.frozen(kw_only=True)
+class EvaluationRequest:
+    task_id: str
+    backend: str
+    reference: SideRef
+    inputs: SideRef
+    baseline: SideRef
+    candidate: SideRef | None
+    """None: evaluate the baseline alone (task validation)."""
+    cases: tuple[Case, ...]
+    held_out: tuple[str, ...] = ()
+    """Names of the cases in ``cases`` that the agent never saw."""
+    tolerance: dict[str, Tolerance]
+    device: Literal["cuda", "cpu"]
+    seeds_per_case: int = 3
+    measure_performance: bool = True
+    timing: TimingPolicy = attrs.Factory(TimingPolicy)
+    timeouts: Timeouts = attrs.Factory(Timeouts)
+    time_reference: bool = False
+    """Also time the reference alone (task validation checks its run time)."""
+    secret_seed: int = 0
+    """Per-evaluation secret; sent on stdin only, never written to disk or the environment."""
+
+    def to_json(self) -> dict[str, Any]:
+        return unstructure(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EvaluationRequest:
+        return structure(data, cls)
+
+
+def cases_for(task: Task, *, device: str, held_out: bool) -> tuple[tuple[Case, ...], tuple[str, ...]]:
+    """The cases an evaluation runs: the smoke case on CPU, else the cases (+ held-out ones)."""
+    if device == "cpu":
+        if task.smoke_case is not None:
+            return (task.smoke_case,), ()
+        return task.cases[:1], ()
+    cases = list(task.cases)
+    hidden: list[str] = []
+    if held_out:
+        cases.extend(task.held_out_cases)
+        hidden = [c.name for c in task.held_out_cases]
+    return tuple(cases), tuple(hidden)

@@ -1,0 +1,132 @@
+"""Known GPU models, and whether a task can run on a run's target.
+
+A run config names its ``target_gpu_model`` (``H100``, ``MI300X``, ``cpu`` ...) or an architecture
+(``sm_90``, ``gfx942``). A task's ``requires`` section says what it needs; ``skip_reason`` says why
+a task does not fit a target, so the run records a skip instead of a confusing failure.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Literal
+
+import attrs
+
+from aka_core.errors import ConfigError, Problem
+from aka_core.models import Task
+
+Vendor = Literal["nvidia", "amd"]
+
+
+@attrs.frozen(kw_only=True)
+class GpuModel:
+    """One target: ``vendor`` and ``architecture`` are None for ``cpu`` (no GPU)."""
+
+    name: str
+    vendor: Vendor | None
+    architecture: str | None
+    compute_capability: float | None = None
+    generation: str = ""
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.vendor is None
+
+
+KNOWN_GPUS: dict[str, GpuModel] = {
+    model.name.lower(): model
+    for model in (
+        GpuModel(name="H100", vendor="nvidia", architecture="sm_90", compute_capability=9.0,
+                 generation="Hopper"),
+        GpuModel(name="H200", vendor="nvidia", architecture="sm_90", compute_capability=9.0,
+                 generation="Hopper"),
+        GpuModel(name="B200", vendor="nvidia", architecture="sm_100", compute_capability=10.0,
+                 generation="Blackwell"),
+        GpuModel(name="A100", vendor="nvidia", architecture="sm_80", compute_capability=8.0,
+                 generation="Ampere"),
+        GpuModel(name="L40S", vendor="nvidia", architecture="sm_89", compute_capability=8.9,
+                 generation="Ada Lovelace"),
+        GpuModel(name="RTX4090", vendor="nvidia", architecture="sm_89", compute_capability=8.9,
+                 generation="Ada Lovelace"),
+        GpuModel(name="MI300X", vendor="amd", architecture="gfx942", generation="CDNA3"),
+        GpuModel(name="MI325X", vendor="amd", architecture="gfx942", generation="CDNA3"),
+        GpuModel(name="MI355X", vendor="amd", architecture="gfx950", generation="CDNA4"),
+        GpuModel(name="gfx1201", vendor="amd", architecture="gfx1201", generation="RDNA4"),
+        GpuModel(name="cpu", vendor=None, architecture=None, generation="no GPU"),
+    )
+}
+
+# Backends that compile for one vendor only; every other backend (triton, python) is portable.
+BACKEND_VENDORS: dict[str, Vendor] = {"cuda": "nvidia", "hip": "amd", "flydsl": "amd"}
+
+_SM_ARCH = re.compile(r"^sm_(\d+)([af]?)$", re.IGNORECASE)
+_GFX_ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$", re.IGNORECASE)
+
+
+def gpu_model(name: str) -> GpuModel:
+    """The target named ``name`` (case-insensitive): a known model or an architecture.
+
+    An architecture such as ``sm_90`` or ``gfx942`` is accepted even when no model in the table
+    has it, so new GPUs need no code change. Anything else raises ``ConfigError``.
+    """
+    known = KNOWN_GPUS.get(name.strip().lower())
+    if known is not None:
+        return known
+    sm = _SM_ARCH.match(name.strip())
+    if sm:
+        digits = sm.group(1)
+        capability = float(f"{digits[:-1]}.{digits[-1]}") if len(digits) > 1 else float(digits)
+        return GpuModel(name=name, vendor="nvidia", architecture=name.strip().lower(),
+                        compute_capability=capability)
+    if _GFX_ARCH.match(name.strip()):
+        return GpuModel(name=name, vendor="amd", architecture=name.strip().lower())
+    names = [model.name for model in KNOWN_GPUS.values()]
+    close = difflib.get_close_matches(name.lower(), list(KNOWN_GPUS), n=1, cutoff=0.6)
+    hint = f"did you mean {KNOWN_GPUS[close[0]].name!r}? " if close else ""
+    raise ConfigError(Problem(
+        f"unknown GPU model {name!r}",
+        field="target_gpu_model",
+        hint=f"{hint}known models: {', '.join(names)}; or give an architecture such as "
+             "sm_90 or gfx942",
+    ))
+
+
+def skip_reason(task: Task, target: GpuModel | str) -> str | None:
+    """Why ``task`` cannot run on ``target``, or None when it can.
+
+    On a ``cpu`` target only tasks whose correctness runs without a GPU (``cpu_interpreter``) and
+    whose backend is not vendor-specific run; the GPU requirements are not checked there.
+    ``min_compute_capability`` is an NVIDIA notion: it constrains NVIDIA targets only.
+    """
+    gpu = gpu_model(target) if isinstance(target, str) else target
+    needs = task.requires
+    backend_vendor = BACKEND_VENDORS.get(task.backend)
+    if gpu.is_cpu:
+        if backend_vendor is not None:
+            return (f"backend {task.backend!r} needs an {_vendor_label(backend_vendor)} GPU; "
+                    "the target is cpu")
+        if not needs.cpu_interpreter:
+            return "the task needs a GPU (requires.cpu_interpreter is false); the target is cpu"
+        return None
+    if backend_vendor is not None and gpu.vendor != backend_vendor:
+        return (f"backend {task.backend!r} needs an {_vendor_label(backend_vendor)} GPU; "
+                f"the target {gpu.name} is {_vendor_label(gpu.vendor)}")
+    if needs.vendors and gpu.vendor not in needs.vendors:
+        return (f"the task requires vendor {' or '.join(needs.vendors)}; the target {gpu.name} "
+                f"is {_vendor_label(gpu.vendor)}")
+    if needs.architectures and (gpu.architecture or "").lower() not in {
+        arch.lower() for arch in needs.architectures
+    }:
+        return (f"the task requires architecture {', '.join(needs.architectures)}; the target "
+                f"{gpu.name} is {gpu.architecture}")
+    if (needs.min_compute_capability is not None and gpu.vendor == "nvidia"
+            and gpu.compute_capability is not None
+            and gpu.compute_capability < needs.min_compute_capability):
+        return (f"the task requires compute capability >= {needs.min_compute_capability}; the "
+                f"target {gpu.name} has {gpu.compute_capability}")
+    return None
+
+
+def _vendor_label(vendor: str | None) -> str:
+    return {"nvidia": "NVIDIA", "amd": "AMD"}.get(vendor or "", "no GPU")

@@ -1,0 +1,236 @@
+"""The lifecycle of one task: select, workspace, agent, integrity, evaluate, score, record.
+
+Every step dispatches by name through the plugin host (task format, agent, backend, scorer).
+A failure in one task becomes that task's result (status ``error`` with the reason); it never
+stops the run. The task result is the record of truth; the agent's own message is never a verdict.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+
+from aka_core import gpus
+from aka_core.convert import unstructure
+from aka_core.evaluation import runner
+from aka_core.evaluation.request import EvaluationRequest, SideRef, cases_for
+from aka_core.host import PluginHost
+from aka_core.models import (
+    Acceptance,
+    AgentExecution,
+    EvaluationSummary,
+    Gate,
+    IntegrityReport,
+    RunConfig,
+    Task,
+    TaskResult,
+)
+from aka_core.operator_tasks import load_task
+from aka_core.prompt import build_prompt
+from aka_core.records import AgentInvocation
+from aka_core.results import agent_cost_path, write_task_result
+from aka_core.workspace import check_and_restore, copy_task, make_read_only, remove_tree
+from aka_core.yamlio import write_json_atomic
+
+log = structlog.get_logger("aka.lifecycle")
+
+# Variables an agent process inherits; everything else (tokens of other tools, cloud keys) is dropped.
+AGENT_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER", "SHELL",
+                  "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@attrs.frozen(kw_only=True)
+class TaskContext:
+    """What every task of a run shares."""
+
+    run_dir: Path
+    config: RunConfig
+    host: PluginHost
+    tasks_root: Path
+    device: str
+    """"cuda" or "cpu": where evaluations run."""
+
+
+def task_dir(run_dir: Path, task_id: str) -> Path:
+    return run_dir.joinpath(*task_id.split("/"))
+
+
+def run_task(ctx: TaskContext, task_id: str) -> TaskResult:
+    """Run the seven steps for one task and write its result. Never raises for task failures."""
+    started = time.monotonic()
+    started_at = now_iso()
+    base = {"task_id": task_id, "started_at": started_at}
+    structlog.contextvars.bind_contextvars(task=task_id)
+    try:
+        result = _run_task(ctx, task_id, base)
+    except Exception as exc:
+        log.error("task failed", error=f"{type(exc).__name__}: {exc}")
+        result = TaskResult(status="error", error=f"{type(exc).__name__}: {exc}",
+                            evaluation={"traceback": traceback.format_exc()[-4000:]}, **base)
+    finally:
+        structlog.contextvars.unbind_contextvars("task")
+    result = attrs.evolve(result, finished_at=now_iso(),
+                          duration_seconds=round(time.monotonic() - started, 3))
+    write_task_result(ctx.run_dir, result)
+    ctx.host.notify("aka_after_task", run_dir=ctx.run_dir, result=result)
+    return result
+
+
+def _run_task(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> TaskResult:
+    # 1. Select
+    task = load_task(ctx.tasks_root.joinpath(*task_id.split("/")), task_id, ctx.host)
+    base.update(family=task.family, backend=task.backend)
+    reason = gpus.skip_reason(task, ctx.config.target_gpu_model)
+    if reason:
+        log.info("task skipped", reason=reason)
+        return TaskResult(status="skipped", skip_reason=reason, **base)
+    # 2. Workspace
+    tdir = task_dir(ctx.run_dir, task_id)
+    workspace, baseline, logs = tdir / "workspace", tdir / "baseline", tdir / "logs"
+    for path in (workspace, baseline):
+        remove_tree(path)
+    logs.mkdir(parents=True, exist_ok=True)
+    copy_task(task, workspace)
+    copy_task(task, baseline)
+    make_read_only(baseline)
+    # 3. Agent
+    execution = run_agent(ctx, task, workspace, logs)
+    write_json_atomic(agent_cost_path(ctx.run_dir, task_id),
+                      {"task_id": task_id, "agent": execution.agent,
+                       **unstructure(execution.usage)})
+    # 4. Integrity
+    integrity = check_and_restore(task, workspace)
+    # 5-6. Evaluate and score
+    return evaluate_and_score(ctx, task, workspace, baseline, logs, execution, integrity, base)
+
+
+def run_agent(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> AgentExecution:
+    cfg = ctx.config.agent
+    started = time.monotonic()
+    structlog.contextvars.bind_contextvars(agent=cfg.template)
+    try:
+        agent = ctx.host.agent(cfg.template).factory(dict(cfg.options))
+        invocation = AgentInvocation(
+            task=task, workspace=workspace, logs_dir=logs,
+            prompt=build_prompt(task, ctx.config.target_gpu_model),
+            timeout_seconds=cfg.timeout_seconds,
+            environment={k: v for k, v in os.environ.items() if k in AGENT_ENV_KEEP},
+            target_gpu_model=ctx.config.target_gpu_model,
+        )
+        execution = agent.run(invocation)
+        if not isinstance(execution, AgentExecution):
+            raise TypeError(f"agent {cfg.template!r} returned {type(execution).__name__}, "
+                            "expected AgentExecution")
+        log.info("agent finished", status=execution.status, seconds=execution.duration_seconds)
+        return execution
+    except Exception as exc:  # a broken agent plugin fails this task's agent step only
+        log.error("agent raised", error=f"{type(exc).__name__}: {exc}")
+        return AgentExecution(agent=cfg.template, status="failed",
+                              duration_seconds=round(time.monotonic() - started, 3),
+                              message=f"the agent plugin raised {type(exc).__name__}: {exc}")
+
+
+def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline: Path,
+                  *, held_out: bool, measure_performance: bool, seeds: int | None,
+                  time_reference: bool = False) -> EvaluationRequest:
+    """The evaluator's files (reference, inputs) always come from the task folder itself."""
+    cases, hidden = cases_for(task, device=ctx_device, held_out=held_out)
+    root = str(task.root)
+    return EvaluationRequest(
+        task_id=task.id, backend=task.backend,
+        reference=SideRef(root=root, ref=task.reference),
+        inputs=SideRef(root=root, ref=task.inputs),
+        baseline=SideRef(root=str(baseline), ref=task.baseline),
+        candidate=None if workspace is None else SideRef(root=str(workspace), ref=task.entrypoint),
+        cases=cases, held_out=hidden, tolerance=dict(task.tolerance), device=ctx_device,
+        seeds_per_case=seeds or task.seeds_per_case,
+        measure_performance=measure_performance, timing=task.timing, timeouts=task.timeouts,
+        time_reference=time_reference,
+    )
+
+
+def worker_env(host: PluginHost, backend: str, device: str) -> dict[str, str]:
+    return dict(host.backend(backend).factory().worker_environment(device))
+
+
+def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: Path, logs: Path,
+                       execution: AgentExecution | None, integrity: IntegrityReport,
+                       base: dict[str, Any]) -> TaskResult:
+    ev = ctx.config.evaluation
+    request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
+                            measure_performance=ev.measure_performance, seeds=ev.seeds_per_case)
+    log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases])
+    record = runner.evaluate(request, env=worker_env(ctx.host, task.backend, ctx.device),
+                             log_path=logs / "evaluation.log")
+    gates = runner.outcome(record)
+    if gates["task_error"]:
+        return TaskResult(status="error", error=f"the task itself failed: "
+                          f"{record['failure']['message']}", agent_execution=execution,
+                          integrity=integrity, evaluation=record, **base)
+    acceptance = decide_acceptance(record, gates, integrity)
+    summary = EvaluationSummary(accepted=acceptance.accepted,
+                                performance_measured=gates["performance_measured"],
+                                speedup=gates["speedup"], speedup_ci95=gates["ci95"])
+    scorer_cfg = ctx.config.scorer
+    outcome = ctx.host.scorer(scorer_cfg.name).factory(dict(scorer_cfg.options)).score(summary)
+    return TaskResult(
+        status="completed", agent_execution=execution, integrity=integrity,
+        pass_compilation=gates["pass_compilation"], pass_correctness=gates["pass_correctness"],
+        candidate_accepted=acceptance.accepted, acceptance=acceptance,
+        speedup_ratio=gates["speedup"], score=outcome.score if acceptance.accepted else 0.0,
+        scorer={"name": scorer_cfg.name, "options": dict(scorer_cfg.options),
+                "eligible": outcome.eligible, "reason": outcome.reason, **outcome.details},
+        evaluation=record, **base,
+    )
+
+
+def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],
+                      integrity: IntegrityReport) -> Acceptance:
+    failure = record.get("failure") or {}
+    checks = [
+        Gate(name="compiles", passed=gates["pass_compilation"] is True,
+             detail="" if gates["pass_compilation"] else _failure_text(failure)),
+        Gate(name="correct", passed=gates["pass_correctness"] is True,
+             detail=_correctness_detail(record, failure)),
+        Gate(name="protected_files_unchanged", passed=integrity.ok,
+             detail="" if integrity.ok else
+             "the agent changed protected files (restored before evaluation): "
+             + ", ".join(integrity.restored_files)),
+    ]
+    if failure.get("kind") in ("wall_clock", "timeout", "crashed") and failure.get("phase") == "timing":
+        checks.append(Gate(name="timing_sound", passed=False, detail=failure.get("message", "")))
+    elif record.get("wall_clock_check"):
+        checks.append(Gate(name="timing_sound", passed=True,
+                           detail="device times consistent with the parent's wall clock"))
+    failed = [g for g in checks if not g.passed]
+    reason = "all gates passed" if not failed else "; ".join(
+        f"{g.name}: {g.detail}" if g.detail else g.name for g in failed)
+    return Acceptance(accepted=not failed, reason=reason, gates=tuple(checks))
+
+
+def _failure_text(failure: dict[str, Any]) -> str:
+    if not failure:
+        return ""
+    where = ""
+    if failure.get("file"):
+        where = f" ({failure['file']}" + (f":{failure['line']}" if failure.get("line") else "") + ")"
+    return f"{failure.get('message', '')}{where}"
+
+
+def _correctness_detail(record: dict[str, Any], failure: dict[str, Any]) -> str:
+    checks = record.get("correctness", {}).get("checks", [])
+    if record.get("correctness", {}).get("passed"):
+        held = sum(1 for c in checks if c.get("held_out"))
+        return f"{len(checks)} checks passed ({held} on held-out cases)"
+    return _failure_text(failure)

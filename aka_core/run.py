@@ -1,0 +1,187 @@
+"""A run: create its directory, run every selected task through the executor, resume it.
+
+``run.yaml`` is written before any task starts and holds everything needed to resume: the resolved
+config, the task ids, the tasks folder, plugin versions and host facts. A task whose
+``task_result.yaml`` exists is complete; a task folder without one was interrupted: it is moved
+aside (kept, never deleted) and redone. Reports are regenerated after every task.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import shutil
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from aka_core import __version__, gpus
+from aka_core.config import load_run_config, resolve_tasks_directory
+from aka_core.convert import structure, unstructure
+from aka_core.devices import probe
+from aka_core.errors import AkaError, ConfigError
+from aka_core.host import PluginHost
+from aka_core.lifecycle import TaskContext, run_task, task_dir
+from aka_core.models import RunConfig, TaskResult
+from aka_core.progress import RunProgress
+from aka_core.reports import write_reports
+from aka_core.results import read_task_result, task_result_path
+from aka_core.selection import resolve_selectors
+from aka_core.yamlio import load_plain_yaml, load_yaml, write_yaml_atomic
+
+log = structlog.get_logger("aka.run")
+RUN_FILE = "run.yaml"
+
+
+def run_directory_name(config: RunConfig, suffix: str | None) -> str:
+    stamp = dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+    return f"run_{stamp}" + (f"_{suffix}" if suffix else "")
+
+
+def choose_device(config: RunConfig) -> str:
+    """Where evaluations run; refuses to time on a GPU other than the target."""
+    target = gpus.gpu_model(config.target_gpu_model)
+    wanted = config.evaluation.device
+    if target.is_cpu or wanted == "cpu":
+        return "cpu"
+    found = probe().get("gpu")
+    if found is None:
+        if wanted == "cuda":
+            raise ConfigError(f"evaluation.device is cuda but this host has no GPU visible to "
+                              f"PyTorch ({probe().get('torch') or 'torch not installed'})")
+        raise ConfigError(
+            f"target_gpu_model is {config.target_gpu_model} but this host has no GPU visible to "
+            "PyTorch; set target_gpu_model: cpu (or evaluation.device: cpu) for a correctness-only "
+            "run, or run on a host with the target GPU", file=_source(config))
+    if target.architecture and found.get("architecture") != target.architecture:
+        raise ConfigError(
+            f"target_gpu_model is {config.target_gpu_model} ({target.architecture}) but this "
+            f"host's GPU is {found.get('name')} ({found.get('architecture')}): timings would not "
+            "be for the target; change target_gpu_model or run on the target", file=_source(config))
+    return "cuda"
+
+
+def _source(config: RunConfig) -> Path | None:
+    return Path(config.source) if config.source else None
+
+
+def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = None,
+               output_root: Path | None = None) -> Path:
+    """Validate everything, then write ``run.yaml``; returns the new run directory."""
+    config = load_run_config(config_path, host)
+    tasks_root = resolve_tasks_directory(config, config_path)
+    source_doc = load_yaml(config_path)
+    task_ids = resolve_selectors(list(config.tasks), tasks_root, host,
+                                 source_file=config_path, source_doc=source_doc)
+    device = choose_device(config)
+    output_root = (output_root or Path.cwd()).resolve()
+    group = f"{config.workspace_directory_prefix}_{config.target_gpu_model}_{config.agent.template}"
+    run_dir = output_root / group / run_directory_name(config, run_suffix)
+    counter = 1
+    while run_dir.exists():
+        counter += 1
+        run_dir = run_dir.with_name(f"{run_directory_name(config, run_suffix)}.{counter}")
+    run_dir.mkdir(parents=True)
+    facts = probe()
+    write_yaml_atomic(run_dir / RUN_FILE, {
+        "aka_version": __version__,
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "config_file": str(config_path.resolve()),
+        "config": unstructure(config),
+        "tasks_root": str(tasks_root),
+        "task_ids": task_ids,
+        "device": device,
+        "plugins": host.versions(),
+        "plugin_load_errors": [e.as_dict() | {"traceback": None} for e in host.load_errors],
+        "host": {"hostname": socket.gethostname(), "platform": platform.platform(),
+                 "python": sys.version.split()[0], "torch": facts.get("torch"),
+                 "gpu": facts.get("gpu")},
+    }, header="# aka run: the resolved config, selected tasks and versions of this run\n")
+    return run_dir
+
+
+def read_run_file(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        raise AkaError(f"{run_dir} is not a run directory (no {RUN_FILE}); pass the folder that "
+                       "`aka run` printed")
+    try:
+        return load_plain_yaml(path)
+    except Exception as exc:
+        raise AkaError(f"{path}: cannot read: {exc}") from exc
+
+
+def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) -> list[TaskResult]:
+    """Run (or resume) every task of ``run_dir`` that has no result yet."""
+    meta = read_run_file(run_dir)
+    config = structure(meta["config"], RunConfig)
+    task_ids: list[str] = list(meta["task_ids"])
+    ctx = TaskContext(run_dir=run_dir, config=config, host=host,
+                      tasks_root=Path(meta["tasks_root"]), device=meta["device"])
+    structlog.contextvars.bind_contextvars(run=run_dir.name)
+    done = completed_task_ids(run_dir, task_ids)
+    pending = [t for t in task_ids if t not in done]
+    for task_id in pending:
+        set_aside_interrupted(run_dir, task_id)
+    if done:
+        log.info("resuming", completed=len(done), pending=len(pending))
+    host.notify("aka_before_run", run_dir=run_dir, config=config, task_ids=pending)
+    executor = host.executor(config.executor.name).factory(dict(config.executor.options))
+    with RunProgress(task_ids, enabled=show_progress) as progress:
+        for task_id in done:
+            progress.finish_task(task_id, "kept", None)
+
+        def run_one(task_id: str) -> None:
+            progress.start_task(task_id)
+            result = run_task(ctx, task_id)
+            progress.finish_task(task_id, result.status, result.score)
+            write_reports(run_dir)
+
+        executor.execute(run_dir, pending, run_one)
+    results = [r for r in (_read(run_dir, t) for t in task_ids) if r is not None]
+    write_reports(run_dir, results)
+    host.notify("aka_report", run_dir=run_dir, results=results, reports_dir=run_dir / "reports")
+    host.notify("aka_after_run", run_dir=run_dir, results=results)
+    return results
+
+
+def run_one_task(run_dir: Path, task_id: str, host: PluginHost) -> TaskResult:
+    """One task of an existing run (what remote executors call: ``aka run-task``)."""
+    meta = read_run_file(run_dir)
+    if task_id not in meta["task_ids"]:
+        raise AkaError(f"task {task_id!r} is not part of run {run_dir}")
+    config = structure(meta["config"], RunConfig)
+    ctx = TaskContext(run_dir=run_dir, config=config, host=host,
+                      tasks_root=Path(meta["tasks_root"]), device=meta["device"])
+    set_aside_interrupted(run_dir, task_id)
+    return run_task(ctx, task_id)
+
+
+def _read(run_dir: Path, task_id: str) -> TaskResult | None:
+    path = task_result_path(run_dir, task_id)
+    if not path.is_file():
+        return None
+    try:
+        return read_task_result(path)
+    except AkaError as exc:
+        log.warning("unreadable task result", task=task_id, error=str(exc))
+        return None
+
+
+def completed_task_ids(run_dir: Path, task_ids: list[str]) -> set[str]:
+    return {t for t in task_ids if _read(run_dir, t) is not None}
+
+
+def set_aside_interrupted(run_dir: Path, task_id: str) -> None:
+    """Move an interrupted attempt's folder to ``.interrupted/`` so nothing recorded is lost."""
+    tdir = task_dir(run_dir, task_id)
+    if not tdir.exists():
+        return
+    stamp = dt.datetime.now().strftime("%Y%m%d_%H%M%S_%f")
+    dest = run_dir / ".interrupted" / stamp / task_id
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(tdir), str(dest))
+    log.info("set aside an interrupted attempt", task=task_id, moved_to=str(dest))

@@ -1,0 +1,157 @@
+"""``aka validate``: run configs and task folders, statically and (with ``--run``) on a device.
+
+A task's validation report has ``overall_status`` PASS, WARN or FAIL, separate from any
+optimisation result. ``--run`` runs the reference and the baseline through the evaluator (the
+baseline against itself) and checks the reference's run time against the sizing rule.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aka_core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, AkaError
+from aka_core.host import PluginHost
+from aka_core.models import Task
+from aka_core.yamlio import write_yaml_atomic
+
+# The reference should run 0.05-15 ms on the target (docs/task-format.md).
+REFERENCE_MS_RANGE = (0.05, 15.0)
+
+
+def _task_dirs(path: Path, host: PluginHost) -> list[tuple[Path, str]]:
+    from aka_core.api import find_task
+    from aka_core.selection import discover_tasks
+
+    if (path / "task.yaml").is_file():
+        return [find_task(path)]
+    found = discover_tasks(path, host)
+    prefix = ""
+    for parent in [path.resolve(), *path.resolve().parents]:
+        if parent.name == "tasks":
+            prefix = path.resolve().relative_to(parent).as_posix()
+            break
+    return [(p, f"{prefix}/{tid}" if prefix and prefix != "." else tid)
+            for tid, p in sorted(found.items())]
+
+
+def validate_task(task_dir: Path, task_id: str, host: PluginHost, *, run: bool,
+                  device: str) -> dict[str, Any]:
+    from aka_core.operator_tasks import load_task
+
+    report: dict[str, Any] = {"task": task_id, "path": str(task_dir), "checks": []}
+    checks: list[dict[str, Any]] = report["checks"]
+    try:
+        task = load_task(task_dir, task_id, host)
+    except AkaError as exc:
+        checks.append({"name": "static", "status": "FAIL", "detail": str(exc)})
+        report["overall_status"] = "FAIL"
+        return report
+    checks.append({"name": "static", "status": "PASS", "detail": "task.yaml and files valid"})
+    checks.extend(_contract_warnings(task))
+    if run:
+        checks.extend(_run_checks(task, host, device, report))
+    statuses = {c["status"] for c in checks}
+    report["overall_status"] = "FAIL" if "FAIL" in statuses else ("WARN" if "WARN" in statuses
+                                                                    else "PASS")
+    return report
+
+
+def _contract_warnings(task: Task) -> list[dict[str, Any]]:
+    out = []
+    if not task.held_out_cases:
+        out.append({"name": "held_out_cases", "status": "WARN",
+                    "detail": "no held-out cases: hard-coded shapes would go unnoticed"})
+    if task.smoke_case is None:
+        out.append({"name": "smoke_case", "status": "WARN",
+                    "detail": "no smoke_case: CPU runs would use the first full case"})
+    return out
+
+
+def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any]
+                ) -> list[dict[str, Any]]:
+    from aka_core.api import validate_task_run
+    from aka_core.evaluation.runner import outcome
+
+    record = validate_task_run(task, host, device=device)
+    report["evaluation"] = {k: v for k, v in record.items() if k not in ("worker_log_tail",)}
+    gates = outcome(record)
+    failure = record.get("failure")
+    out = []
+    if failure:
+        out.append({"name": "run", "status": "FAIL", "detail": failure.get("message"),
+                    "log_tail": record.get("worker_log_tail", "")[-1500:]})
+        return out
+    n = len(record.get("correctness", {}).get("checks", []))
+    out.append({"name": "baseline_matches_reference", "status": "PASS" if gates["pass_correctness"]
+                else "FAIL", "detail": f"{n} checks on {record.get('device', {}).get('name')}"})
+    perf = record.get("performance") or {}
+    if not perf.get("measured"):
+        out.append({"name": "timing", "status": "PASS",
+                    "detail": perf.get("reason_not_measured", "not measured")})
+        return out
+    lo, hi = REFERENCE_MS_RANGE
+    for case in perf.get("cases", []):
+        ref_ms = case.get("reference_ms")
+        entry = {"name": f"reference_time[{case['case']}]", "reference_ms": ref_ms,
+                 "baseline_ms": case.get("baseline_median_ms")}
+        ok = ref_ms is not None and lo <= ref_ms <= hi
+        entry["status"] = "PASS" if ok else "WARN"
+        entry["detail"] = (f"reference {ref_ms:.4f} ms, baseline {case.get('baseline_median_ms'):.4f}"
+                           f" ms" + ("" if ok else f" (outside {lo}-{hi} ms)"))
+        out.append(entry)
+    s = perf.get("speedup")
+    aa_ok = s is not None and abs(s - 1) < 0.02
+    out.append({"name": "baseline_against_itself", "status": "PASS" if aa_ok else "WARN",
+                "detail": f"A/A speedup {s:.4f} (95% CI {perf['ci95'][0]:.4f}..{perf['ci95'][1]:.4f})"})
+    return out
+
+
+def validate_paths(paths: list[Path], host: PluginHost, *, run: bool, device: str,
+                   report_dir: Path | None, as_json: bool) -> int:
+    from aka_core.config import load_run_config, resolve_tasks_directory
+    from aka_core.selection import resolve_selectors
+    from aka_core.yamlio import load_yaml
+
+    worst = EXIT_OK
+    reports: list[dict[str, Any]] = []
+    for path in paths:
+        if path.is_file():
+            try:
+                config = load_run_config(path, host)
+                root = resolve_tasks_directory(config, path)
+                resolve_selectors(list(config.tasks), root, host, source_file=path,
+                                  source_doc=load_yaml(path))
+                reports.append({"config": str(path), "overall_status": "PASS"})
+            except AkaError as exc:
+                reports.append({"config": str(path), "overall_status": "FAIL", "detail": str(exc)})
+                worst = max(worst, EXIT_USAGE)
+            continue
+        if not path.is_dir():
+            reports.append({"path": str(path), "overall_status": "FAIL",
+                            "detail": "no such file or folder"})
+            worst = max(worst, EXIT_USAGE)
+            continue
+        for task_dir, task_id in _task_dirs(path, host):
+            report = validate_task(task_dir, task_id, host, run=run, device=device)
+            reports.append(report)
+            if report["overall_status"] == "FAIL":
+                static_failed = report["checks"][0]["status"] == "FAIL"
+                worst = max(worst, EXIT_USAGE if static_failed else EXIT_FAILURE)
+            if report_dir is not None:
+                write_yaml_atomic(report_dir.joinpath(*task_id.split("/"), "validation_report.yaml"),
+                                  report)
+    if as_json:
+        print(json.dumps(reports, indent=2, default=str))
+    else:
+        for report in reports:
+            name = report.get("task") or report.get("config") or report.get("path")
+            print(f"{report['overall_status']:<5} {name}")
+            for check in report.get("checks", []):
+                if check["status"] != "PASS" or run:
+                    print(f"      {check['status']:<5} {check['name']}: {check.get('detail', '')}")
+            if "detail" in report:
+                print(f"      {report['detail']}")
+    return worst if worst != EXIT_OK or all(r["overall_status"] != "FAIL" for r in reports) \
+        else EXIT_FAILURE

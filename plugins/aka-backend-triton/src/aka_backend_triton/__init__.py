@@ -1,0 +1,97 @@
+"""The ``triton`` backend: Triton candidates on NVIDIA/AMD GPUs, or Triton's CPU interpreter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from aka_core import hookimpl
+from aka_core.errors import BuildError
+from aka_core.models import DeviceInfo
+from aka_core.python_backend import PythonBackend, innermost_location
+from aka_core.records import BackendSpec
+
+
+class TritonBackend(PythonBackend):
+    name = "triton"
+
+    def __init__(self) -> None:
+        self._roots: dict[int, Path] = {}
+
+    def worker_environment(self, device: str) -> dict[str, str]:
+        # The interpreter must be chosen before triton is imported: the worker's environment.
+        return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
+
+    def describe_device(self, device: str) -> DeviceInfo:
+        import attrs
+        import triton
+
+        info = super().describe_device(device)
+        software = {**info.software, "triton": triton.__version__}
+        if device == "cpu":
+            software["mode"] = "interpreter (TRITON_INTERPRET=1)"
+        return attrs.evolve(info, software=software)
+
+    def load_callable(self, root: Path, ref: str, package: str) -> Callable[..., Any]:
+        fn = super().load_callable(root, ref, package)
+        self._roots[id(fn)] = root.resolve()
+        return fn
+
+    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> None:
+        """Launch once so that Triton's JIT compiles now; map compile errors to file:line."""
+        from triton.compiler.errors import CompilationError
+
+        root = self._roots.get(id(fn))
+        try:
+            fn(**inputs)
+            _synchronize()
+        except CompilationError as exc:
+            file, line = locate_compilation_error(exc, root) if root else (None, None)
+            raise BuildError(_first_line(exc), file=file, line=line) from exc
+        except Exception as exc:
+            if _is_compile_failure(exc) and root is not None:
+                file, line = innermost_location(exc, root)
+                raise BuildError(f"{type(exc).__name__}: {exc}", file=file, line=line) from exc
+            raise
+
+
+def _synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _is_compile_failure(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    return name in {"CompileTimeAssertionFailure", "UnsupportedLanguageConstruct", "OutOfResources",
+                    "PTXASError"}
+
+
+def _first_line(exc: Any) -> str:
+    message = getattr(exc, "error_message", None) or str(exc)
+    return f"Triton compilation failed: {message}".strip()
+
+
+def locate_compilation_error(exc: Any, root: Path) -> tuple[str | None, int | None]:
+    """Map Triton's function-relative line (``node.lineno`` in ``src``) to a file and line."""
+    src = getattr(exc, "src", None)
+    node_line = getattr(getattr(exc, "node", None), "lineno", None)
+    if not src or node_line is None:
+        return innermost_location(exc, root)
+    first = src.splitlines()[0].strip()
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        for index, line in enumerate(lines):
+            if line.strip() == first:
+                return str(path.relative_to(root)), index + node_line
+    return innermost_location(exc, root)
+
+
+@hookimpl
+def aka_register_backends() -> list[BackendSpec]:
+    return [BackendSpec(
+        name="triton", factory=TritonBackend,
+        description="Triton kernels on NVIDIA/AMD GPUs; Triton's interpreter on CPU (no timing)",
+    )]

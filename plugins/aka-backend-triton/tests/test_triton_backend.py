@@ -1,0 +1,66 @@
+"""The Triton backend: interpreter on CPU, compile errors mapped to the candidate's file:line."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from aka_core.errors import BuildError
+from aka_core.testing.contracts import BackendContract
+
+triton = pytest.importorskip("triton")
+
+from aka_backend_triton import TritonBackend, aka_register_backends, locate_compilation_error  # noqa: E402
+
+BAD_KERNEL = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bad_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    y = x + undefined_name
+    tl.store(x_ptr + offs, y, mask=offs < n)
+'''
+
+
+class TestTritonContract(BackendContract):
+    @pytest.fixture
+    def record(self):
+        return aka_register_backends()[0]
+
+
+def test_interpreter_is_selected_for_cpu():
+    backend = TritonBackend()
+    assert backend.worker_environment("cpu") == {"TRITON_INTERPRET": "1"}
+    assert backend.worker_environment("cuda") == {}
+
+
+def test_compile_error_points_at_the_candidate_line(tmp_path: Path):
+    """Compile for an sm_90 target on the CPU (front end only) and map the error to file:line."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    (tmp_path / "kernel.py").write_text(BAD_KERNEL)
+    backend = TritonBackend()
+    module_fn = backend.load_callable(tmp_path, "kernel.py:bad_kernel", "aka_side_test_compile")
+    source = ASTSource(fn=module_fn, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                       constexprs={"BLOCK": 128})
+    with pytest.raises(Exception) as info:
+        triton.compile(source, target=GPUTarget("cuda", 90, 32))
+    file, line = locate_compilation_error(info.value, tmp_path)
+    assert file == "kernel.py"
+    assert line == 10, textwrap.dedent(BAD_KERNEL).splitlines()[line - 1]
+
+
+def test_syntax_error_is_a_build_error(tmp_path: Path):
+    (tmp_path / "kernel.py").write_text("import triton\n\ndef f(:\n    pass\n")
+    with pytest.raises(BuildError) as info:
+        TritonBackend().load_callable(tmp_path, "kernel.py:f", "aka_side_test_syntax")
+    assert info.value.file == "kernel.py"
+    assert info.value.line == 3

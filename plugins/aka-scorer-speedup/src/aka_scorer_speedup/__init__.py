@@ -1,0 +1,103 @@
+"""The ``speedup`` scorer: aka's default reward, ``max(0, 1 - k / speedup)``.
+
+Only an accepted candidate whose performance was measured earns credit; with ``k = 1.05`` the
+reward is in [0, 1] and positive only above a 1.05x speedup. ``use_ci_lower_bound`` scores the
+lower end of the speedup's 95% confidence interval instead (conservative: noise earns nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+from aka_core import hookimpl
+from aka_core.models import EvaluationSummary, ScoreOutcome
+from aka_core.records import ScorerSpec
+
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "k": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 1.05,
+            "description": "Speedup that earns zero reward; only speedups above it earn credit.",
+        },
+        "use_ci_lower_bound": {
+            "type": "boolean",
+            "default": False,
+            "description": "Score the lower end of the speedup's 95% confidence interval.",
+        },
+    },
+}
+
+
+def _is_finite_positive(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def _check_k(_instance: object, _attribute: object, value: float) -> None:
+    if not _is_finite_positive(value):
+        raise ValueError(f"scorer option k must be a finite number > 0, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class SpeedupScorer:
+    """``max(0, 1 - k / s)`` for eligible candidates, 0 (not eligible, with a reason) otherwise."""
+
+    k: float = attrs.field(default=1.05, validator=_check_k)
+    use_ci_lower_bound: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool)
+    )
+
+    def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
+        if not evaluation.accepted:
+            return self._ineligible("candidate not accepted")
+        if not evaluation.performance_measured:
+            return self._ineligible("performance not measured on this device")
+        if self.use_ci_lower_bound:
+            if evaluation.speedup_ci95 is None:
+                return self._ineligible(
+                    "no 95% confidence interval for the speedup (use_ci_lower_bound is set)"
+                )
+            used, speedup = "speedup_ci95_lower", evaluation.speedup_ci95[0]
+        else:
+            used, speedup = "speedup", evaluation.speedup
+        if not _is_finite_positive(speedup):
+            return self._ineligible(f"{used} is not a finite positive number (got {speedup!r})")
+        reward = max(0.0, 1.0 - self.k / speedup)
+        verdict = "earns credit" if reward > 0 else "does not exceed k: no credit"
+        return ScoreOutcome(
+            score=reward,
+            eligible=True,
+            reason=f"{used} {speedup:.4g}x against k={self.k:g}x {verdict}",
+            details={"k": self.k, "scored": used, "speedup": speedup},
+        )
+
+    def _ineligible(self, reason: str) -> ScoreOutcome:
+        return ScoreOutcome(score=0.0, eligible=False, reason=reason, details={"k": self.k})
+
+
+def make_scorer(options: dict[str, Any]) -> SpeedupScorer:
+    """Build the scorer from ``scorer.options`` (already validated against CONFIG_SCHEMA)."""
+    return SpeedupScorer(**options)
+
+
+@hookimpl
+def aka_register_scorers() -> list[ScorerSpec]:
+    return [
+        ScorerSpec(
+            name="speedup",
+            factory=make_scorer,
+            description="max(0, 1 - k / speedup) for accepted, measured candidates (k=1.05)",
+            config_schema=CONFIG_SCHEMA,
+        )
+    ]
