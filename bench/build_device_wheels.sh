@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Build aka-core and every plugin as wheels into .whl/ (with the dependency wheels a GPU machine
+# without internet lacks), so that one command there installs everything:
+#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .whl
+rm -f .whl/aka_*.whl
+python3 -m pip wheel -q --no-deps -w .whl . plugins/aka-*/
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d .whl \
+  cattrs==26.2.1 ruamel.yaml==0.19.1 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 \
+  referencing==0.37.0 rpds-py==2026.9.1 structlog==26.1.0 attrs==26.1.0 typing_extensions==4.15.0
+ls .whl

@@ -1,0 +1,267 @@
+"""The GPU proof of the Triton corpus and the measurement engine, in one call.
+
+Sections (each row measured in this one run, side by side):
+  validate  every task's reference and baseline through the evaluator (`aka validate --run`)
+  replay    every stored faster solution (tests/solutions/<task>) replayed: speedup with 95% CI
+  double    a baseline that does its work twice (triton2triton tasks): must measure 0.50 +- 2%
+  latency   `aka eval` wall time per task, split into start-up, compile, correctness, timing
+  aa        the baseline against itself (the noop agent), N fresh evaluations per task
+
+Usage:  python bench/gpu_bench.py --out DIR [--sections validate,replay,double,latency,aa]
+                                  [--aa-repeats 10] [--tasks id ...] [--deadline-s 540]
+Writes DIR/bench.json (everything, raw samples included) and DIR/table.md, prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ROOT / "tasks"
+SOLUTIONS = ROOT / "tests" / "solutions"
+
+
+def task_ids() -> list[str]:
+    return sorted(p.parent.relative_to(TASKS).as_posix() for p in TASKS.rglob("task.yaml"))
+
+
+def load(task_id: str) -> Any:
+    from aka_core.host import PluginHost
+    from aka_core.operator_tasks import load_task
+
+    return load_task(TASKS / task_id, task_id, PluginHost())
+
+
+def evaluate(task_id: str, candidate: Path) -> dict[str, Any]:
+    from aka_core import api
+    from aka_core.convert import unstructure
+
+    started = time.monotonic()
+    result = unstructure(api.evaluate_candidate(TASKS / task_id, candidate))
+    result["bench_wall_s"] = time.monotonic() - started
+    return result
+
+
+def doubled_candidate(task: Any, dest: Path) -> Path:
+    """The initial kernel with its entry function doing the whole work twice."""
+    file, _, fn = task.entrypoint.partition(":")
+    source = (task.root / file).read_text()
+    renamed, count = re.subn(rf"^def {fn}\(", "def _aka_once(", source, flags=re.M)
+    if count != 1:
+        raise RuntimeError(f"cannot find a top-level def {fn}( in {file}")
+    renamed += (f"\n\ndef {fn}(*args, **kwargs):\n    _aka_once(*args, **kwargs)\n"
+                f"    return _aka_once(*args, **kwargs)\n")
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / file).write_text(renamed)
+    return dest
+
+
+def same_as_baseline(task: Any, dest: Path) -> Path:
+    """What the noop agent leaves: the initial candidate; for tasks that start unimplemented, an
+    entrypoint that re-exports the provided baseline (so the baseline is timed against itself)."""
+    file, _, fn = task.entrypoint.partition(":")
+    dest.mkdir(parents=True, exist_ok=True)
+    if task.baseline_is_initial_candidate:
+        (dest / file).write_text((task.root / file).read_text())
+    else:
+        bfile, _, bfn = task.baseline.partition(":")
+        module = Path(bfile).with_suffix("").as_posix().replace("/", ".")
+        (dest / file).write_text(f"from .{module} import {bfn} as {fn}  # noqa: F401\n")
+    return dest
+
+
+def perf_summary(result: dict[str, Any]) -> dict[str, Any]:
+    ev = result.get("evaluation", {})
+    perf = ev.get("performance") or {}
+    out = {"accepted": result.get("candidate_accepted"), "correct": result.get("pass_correctness"),
+           "speedup": perf.get("speedup"), "ci95": perf.get("ci95"),
+           "reason": (result.get("acceptance") or {}).get("reason") or result.get("error"),
+           "phases": ev.get("phases_wall"), "wall_s": result.get("bench_wall_s"),
+           "cases": [{k: c.get(k) for k in ("case", "held_out", "method", "pairs", "speedup",
+                                            "ci95", "baseline_median_ms", "candidate_median_ms",
+                                            "stop_reason")} for c in perf.get("cases", [])],
+           "wall_clock_check": ev.get("wall_clock_check", {}).get("passed")}
+    if ev.get("failure"):
+        out["failure"] = {k: ev["failure"].get(k) for k in ("kind", "phase", "message", "file",
+                                                              "line")}
+        out["log_tail"] = (ev["failure"].get("log_tail") or ev.get("worker_log_tail") or "")[-1500:]
+    return out
+
+
+def fmt_ci(s: float | None, ci: list[float] | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{s:.3f}"
+
+
+def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> None:
+    from aka_core.host import PluginHost
+    from aka_core.validate import validate_task
+
+    deadline = time.monotonic() + args.deadline_s
+    ids = args.tasks or task_ids()
+    tmp = Path(tempfile.mkdtemp(prefix="aka-bench-"))
+    for section in args.sections:
+        rows = data.setdefault(section, {})
+        repeats = args.aa_repeats if section == "aa" else 1
+        for rep in range(repeats):
+            for task_id in ids:
+                if time.monotonic() > deadline:
+                    data.setdefault("incomplete", []).append(f"{section}: stopped at the deadline")
+                    save()
+                    return
+                task = load(task_id)
+                if section == "validate":
+                    report = validate_task(TASKS / task_id, task_id, PluginHost(), run=True,
+                                           device="auto")
+                    rows[task_id] = {"status": report["overall_status"],
+                                     "checks": [{k: c.get(k) for k in ("name", "status", "detail",
+                                                                       "reference_ms", "baseline_ms")}
+                                                for c in report["checks"]],
+                                     "log_tail": next((c.get("log_tail") for c in report["checks"]
+                                                       if c.get("log_tail")), None)}
+                elif section == "replay":
+                    rows[task_id] = perf_summary(evaluate(task_id, SOLUTIONS / task_id))
+                elif section == "double":
+                    if not task.baseline_is_initial_candidate:
+                        continue
+                    cand = doubled_candidate(task, tmp / "double" / task_id)
+                    rows[task_id] = perf_summary(evaluate(task_id, cand))
+                elif section == "latency":
+                    rows[task_id] = cli_latency(task_id)
+                elif section == "aa":
+                    cand = same_as_baseline(task, tmp / "aa" / task_id)
+                    rows.setdefault(task_id, []).append(perf_summary(evaluate(task_id, cand)))
+                print(f"[{section}] {task_id} done", file=sys.stderr, flush=True)
+                save()
+
+
+def cli_latency(task_id: str) -> dict[str, Any]:
+    """Seconds from `aka eval` start to its result, and the evaluator's own phase split."""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "aka_core.cli", "eval", str(TASKS / task_id),
+                           "--candidate", str(SOLUTIONS / task_id), "--json"],
+                          capture_output=True, text=True, check=False)
+    total = time.monotonic() - started
+    try:
+        result = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return {"total_s": total, "error": proc.stderr[-1500:]}
+    phases = result.get("evaluation", {}).get("phases_wall", {})
+    worker = result.get("evaluation", {}).get("wall_seconds") or 0.0
+    return {"total_s": total, "cli_overhead_s": total - worker, "phases": phases,
+            "speedup": (result.get("evaluation", {}).get("performance") or {}).get("speedup")}
+
+
+def environment() -> dict[str, Any]:
+    import torch
+    import triton
+
+    info = {"python": platform.python_version(), "torch": torch.__version__,
+            "triton": triton.__version__, "platform": platform.platform()}
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        info.update(gpu=p.name, sm=f"{p.major}.{p.minor}", multiprocessors=p.multi_processor_count,
+                    l2_mb=getattr(p, "L2_cache_size", 0) / 2**20, cuda=torch.version.cuda)
+        try:
+            smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm",
+                                  "--format=csv,noheader"], capture_output=True, text=True)
+            info["nvidia_smi"] = smi.stdout.strip()
+        except OSError:
+            pass
+    return info
+
+
+def table(data: dict[str, Any]) -> str:
+    env = data.get("environment", {})
+    lines = [f"# aka GPU bench: {env.get('gpu', 'no GPU')}",
+             "",
+             f"torch {env.get('torch')}, triton {env.get('triton')}, CUDA {env.get('cuda')}, "
+             f"python {env.get('python')}, {env.get('nvidia_smi', '')}; {data.get('date')}",
+             f"command: `{data.get('command')}`", ""]
+    ids = sorted(set().union(*(data.get(s, {}).keys() for s in
+                               ("validate", "replay", "double", "aa", "latency"))))
+    lines += ["| task | validate | reference ms | baseline ms | A/A median (min..max) | A/A CI has 1 | "
+              "solution speedup [95% CI] | 2x work | eval s (start/compile/check/time) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for task_id in ids:
+        v = data.get("validate", {}).get(task_id, {})
+        ref = [c["reference_ms"] for c in v.get("checks", []) if c.get("reference_ms")]
+        base = [c["baseline_ms"] for c in v.get("checks", []) if c.get("baseline_ms")]
+        aa = [r for r in data.get("aa", {}).get(task_id, []) if r.get("speedup")]
+        aa_txt, aa_ci = "-", "-"
+        if aa:
+            s = [r["speedup"] for r in aa]
+            aa_txt = f"{statistics.median(s):.4f} ({min(s):.4f}..{max(s):.4f}) n={len(s)}"
+            aa_ci = f"{sum(r['ci95'][0] <= 1 <= r['ci95'][1] for r in aa)}/{len(aa)}"
+        failed_aa = len(data.get("aa", {}).get(task_id, [])) - len(aa)
+        if failed_aa:
+            aa_txt += f" ({failed_aa} failed)"
+        rp = data.get("replay", {}).get(task_id, {})
+        rp_txt = fmt_ci(rp.get("speedup"), rp.get("ci95")) if rp.get("accepted") else (
+            f"REJECTED: {str(rp.get('reason'))[:60]}" if rp else "-")
+        d = data.get("double", {}).get(task_id, {})
+        d_txt = "-" if not d else (f"{d['speedup']:.4f}" if d.get("speedup") else
+                                   f"failed: {str(d.get('reason'))[:40]}")
+        lat = data.get("latency", {}).get(task_id, {})
+        ph = lat.get("phases", {})
+        lat_txt = "-" if not lat else (f"{lat['total_s']:.1f} ({ph.get('startup', 0):.1f}/"
+                                       f"{ph.get('compile', 0):.1f}/{ph.get('correctness', 0):.1f}/"
+                                       f"{ph.get('timing', 0):.1f})")
+        lines.append(f"| {task_id} | {v.get('status', '-')} | "
+                     f"{', '.join(f'{x:.3f}' for x in ref) or '-'} | "
+                     f"{', '.join(f'{x:.3f}' for x in base) or '-'} | {aa_txt} | {aa_ci} | "
+                     f"{rp_txt} | {d_txt} | {lat_txt} |")
+    aa_all = [r["speedup"] for rs in data.get("aa", {}).values() for r in rs if r.get("speedup")]
+    if aa_all:
+        worst = max(abs(x - 1) for x in aa_all)
+        lines += ["", f"A/A over all tasks: {len(aa_all)} evaluations, worst |1 - s| = "
+                  f"{worst * 100:.3f}%, geomean {math.exp(sum(map(math.log, aa_all)) / len(aa_all)):.4f}"]
+    if data.get("incomplete"):
+        lines += ["", "INCOMPLETE: " + "; ".join(data["incomplete"])]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=os.environ.get("OUT", "bench/results/latest"))
+    parser.add_argument("--sections", default="validate,replay,double,latency,aa",
+                        type=lambda s: s.split(","))
+    parser.add_argument("--aa-repeats", type=int, default=10)
+    parser.add_argument("--tasks", nargs="*")
+    parser.add_argument("--deadline-s", type=float, default=540)
+    parser.add_argument("--merge", help="an earlier bench.json to extend")
+    args = parser.parse_args()
+    from aka_core.logging_setup import configure_logging
+
+    configure_logging(level="warning")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = json.loads(Path(args.merge).read_text()) if args.merge else {}
+    data.update(environment=environment(), date=time.strftime("%Y-%m-%d"),
+                command="python bench/gpu_bench.py " + " ".join(sys.argv[1:]))
+
+    def save() -> None:
+        (out / "bench.json").write_text(json.dumps(data, indent=1, default=str))
+        (out / "table.md").write_text(table(data))
+
+    run_sections(args, data, save)
+    save()
+    print(table(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
