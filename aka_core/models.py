@@ -86,10 +86,10 @@ class Timeouts:
 @attrs.frozen(kw_only=True)
 class TimingPolicy:
     method: Literal["auto", "events", "cuda_graph"] = "auto"
-    min_pairs: int = 25
-    max_pairs: int = 400
+    min_pairs: int = 20
+    max_pairs: int = 200
     target_ci_percent: float = 0.5
-    max_seconds_per_case: float = 15.0
+    max_seconds_per_case: float = 6.0
 
 
 @attrs.frozen(kw_only=True)

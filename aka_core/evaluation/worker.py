@@ -23,7 +23,7 @@ from aka_core.errors import BuildError
 from aka_core.evaluation import checking
 from aka_core.evaluation.request import EvaluationRequest
 
-WALL_BLOCK_TARGET_S = 0.25
+WALL_BLOCK_TARGET_S = 0.1
 
 
 class Channel:
