@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from aka_core.devices import probe
+from aka_core.devices import gpu_visible_quick, probe
 from aka_core.errors import AkaError
 from aka_core.evaluation import runner
 from aka_core.host import PluginHost
@@ -83,6 +83,9 @@ def find_task(task: str | Path, tasks_root: Path | None = None) -> tuple[Path, s
 def resolve_device(device: str) -> str:
     if device != "auto":
         return device
+    quick = gpu_visible_quick()
+    if quick is not None:
+        return "cuda" if quick else "cpu"
     return "cuda" if probe().get("gpu") else "cpu"
 
 
@@ -141,7 +144,8 @@ def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
                   ) -> TaskContext:
     config = RunConfig(
         agent=AgentConfig(template="external"), tasks=(task.id,),
-        target_gpu_model="cpu" if device == "cpu" else (probe().get("gpu") or {}).get("name", "gpu"),
+        # Only names the device in logs; ``aka eval`` evaluates on whatever GPU this host has.
+        target_gpu_model="cpu" if device == "cpu" else "this-host-gpu",
         scorer=NamedPluginConfig(name=scorer, options=scorer_options),
         evaluation=EvaluationConfig(device=device, held_out=held_out,  # type: ignore[arg-type]
                                     measure_performance=measure_performance),

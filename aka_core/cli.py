@@ -190,7 +190,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from aka_core.compare import comparison_as_dict, compare_runs, render_comparison
+    from aka_core.compare import compare_runs, comparison_as_dict, render_comparison
 
     side_a = [Path(p) for p in args.run_a.split(",")]
     side_b = [Path(p) for p in args.run_b.split(",")]

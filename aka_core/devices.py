@@ -35,3 +35,15 @@ def probe(python: str = sys.executable) -> dict[str, Any]:
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
         return {"torch": None, "gpu": None, "error": f"device probe failed: {exc}"}
+
+
+def gpu_visible_quick() -> bool | None:
+    """A cheap answer without importing torch: True/False when sure, None when a probe is needed."""
+    import os
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", os.environ.get("HIP_VISIBLE_DEVICES"))
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd"):
+        return True
+    return None

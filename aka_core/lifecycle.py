@@ -144,15 +144,19 @@ def run_agent(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> Agen
 def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline: Path,
                   *, held_out: bool, measure_performance: bool, seeds: int | None,
                   time_reference: bool = False) -> EvaluationRequest:
-    """The evaluator's files (reference, inputs) always come from the task folder itself."""
+    """The evaluator's files (reference, inputs) always come from the task folder itself.
+
+    Folders are sent as absolute paths: the worker runs in a scratch folder of its own.
+    """
     cases, hidden = cases_for(task, device=ctx_device, held_out=held_out)
-    root = str(task.root)
+    root = str(task.root.resolve())
     return EvaluationRequest(
         task_id=task.id, backend=task.backend,
         reference=SideRef(root=root, ref=task.reference),
         inputs=SideRef(root=root, ref=task.inputs),
-        baseline=SideRef(root=str(baseline), ref=task.baseline),
-        candidate=None if workspace is None else SideRef(root=str(workspace), ref=task.entrypoint),
+        baseline=SideRef(root=str(baseline.resolve()), ref=task.baseline),
+        candidate=None if workspace is None else SideRef(root=str(workspace.resolve()),
+                                                         ref=task.entrypoint),
         cases=cases, held_out=hidden, tolerance=dict(task.tolerance), device=ctx_device,
         seeds_per_case=seeds or task.seeds_per_case,
         measure_performance=measure_performance, timing=task.timing, timeouts=task.timeouts,

@@ -141,5 +141,7 @@ def _closeness(selector: str, candidate: str) -> float:
     whole = difflib.SequenceMatcher(None, selector, candidate).ratio()
     if sel_parent == cand_parent or not sel_parent:
         leaf = difflib.SequenceMatcher(None, sel_leaf, cand_leaf).ratio()
+        if sel_leaf and sel_leaf in cand_leaf:  # a partial name: "fp8" for "fp8_quantize"
+            leaf = max(leaf, 0.9)
         return leaf if sel_parent else max(whole, leaf)
     return whole

@@ -81,6 +81,7 @@ def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any
     out = []
     if failure:
         out.append({"name": "run", "status": "FAIL", "detail": failure.get("message"),
+                    "traceback": failure.get("traceback"),
                     "log_tail": record.get("worker_log_tail", "")[-1500:]})
         return out
     n = len(record.get("correctness", {}).get("checks", []))

@@ -4,7 +4,7 @@
 #   scripts/dev-install.sh --no-build-isolation
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python_bin="${PYTHON:-python}"
+python_bin="${PYTHON:-python3}"
 args=(-e ".[test]")
 for plugin in plugins/aka-*/; do
   args+=(-e "./${plugin%/}")

@@ -7,7 +7,7 @@ from typing import Any, Literal
 import attrs
 
 from aka_core.convert import structure, unstructure
-from aka_core.models import Case, Task, TimingPolicy, Timeouts, Tolerance
+from aka_core.models import Case, Task, Timeouts, TimingPolicy, Tolerance
 
 
 @attrs.frozen(kw_only=True)

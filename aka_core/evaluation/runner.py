@@ -256,9 +256,7 @@ def outcome(record: dict[str, Any]) -> dict[str, Any]:
         compiled, correct = False, None
     elif kind in ("task_error", "error") or (kind in ("timeout", "crashed") and phase == "startup"):
         compiled, correct = None, None
-    elif kind in ("compile_ok_runtime_error", "correctness", "timing_check"):
-        correct = False
-    elif kind in ("timeout", "crashed") and phase == "correctness":
+    elif kind in ("compile_ok_runtime_error", "correctness", "timing_check") or (kind in ("timeout", "crashed") and phase == "correctness"):
         correct = False
     perf = record.get("performance") or {}
     measured = bool(perf.get("measured")) and failure is None

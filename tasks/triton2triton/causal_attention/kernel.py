@@ -8,7 +8,7 @@ import triton.language as tl
 
 @triton.jit
 def _attn_fwd_kernel(
-    Q, K, V, O,
+    Q, K, V, Out,
     sm_scale,
     stride_qb, stride_qh, stride_qs, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
@@ -24,7 +24,7 @@ def _attn_fwd_kernel(
     q_base = Q + b * stride_qb + h * stride_qh
     k_base = K + b * stride_kb + h * stride_kh
     v_base = V + b * stride_vb + h * stride_vh
-    o_base = O + b * stride_ob + h * stride_oh
+    o_base = Out + b * stride_ob + h * stride_oh
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -58,7 +58,7 @@ def _attn_fwd_kernel(
 
     acc = acc / l_i[:, None]
     tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od,
-             acc.to(O.dtype.element_ty), mask=offs_m[:, None] < S)
+             acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < S)
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -73,6 +73,6 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         H, S,
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_D=D,
-        num_warps=4, num_stages=1,
+        num_warps=4, num_stages=2,
     )
     return o

@@ -22,7 +22,7 @@ def _gather_kernel(ids_ptr, table_ptr, out_ptr, D, stride_t, stride_o, BLOCK_D: 
 def embedding_gather(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """Return table[ids] as a new [N, D] tensor (table [V, D], ids [N] int32 or int64)."""
     N = ids.shape[0]
-    V, D = table.shape
+    D = table.shape[1]
     out = torch.empty((N, D), device=table.device, dtype=table.dtype)
     if N == 0:
         return out

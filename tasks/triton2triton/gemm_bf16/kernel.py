@@ -49,6 +49,6 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-        num_warps=4, num_stages=1,
+        num_warps=4, num_stages=2,
     )
     return c

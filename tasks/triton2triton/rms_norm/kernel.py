@@ -32,7 +32,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     x = x.contiguous()
     M, N = x.shape
     y = torch.empty_like(x)
-    BLOCK = 512
+    BLOCK = 256
     _rms_norm_kernel[(M,)](x, weight, y, N, x.stride(0), y.stride(0), eps, BLOCK=BLOCK,
                            num_warps=4)
     return y

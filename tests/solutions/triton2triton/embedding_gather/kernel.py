@@ -21,10 +21,7 @@ def _gather_kernel(ids_ptr, table_ptr, out_ptr, N, D, stride_t, stride_o,
     idx = tl.load(ids_ptr + rows, mask=rmask, other=0).to(tl.int64)
     src = table_ptr + idx[:, None] * stride_t + cols[None, :]
     dst = out_ptr + rows.to(tl.int64)[:, None] * stride_o + cols[None, :]
-    if EVEN_D:
-        mask = rmask[:, None]
-    else:
-        mask = rmask[:, None] & (cols[None, :] < D)
+    mask = rmask[:, None] if EVEN_D else rmask[:, None] & (cols[None, :] < D)
     vals = tl.load(src, mask=mask, eviction_policy="evict_first")
     tl.store(dst, vals, mask=mask)
 
@@ -32,7 +29,7 @@ def _gather_kernel(ids_ptr, table_ptr, out_ptr, N, D, stride_t, stride_o,
 def embedding_gather(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """Return table[ids] as a new [N, D] tensor (table [V, D], ids [N] int32 or int64)."""
     N = ids.shape[0]
-    V, D = table.shape
+    D = table.shape[1]
     assert table.stride(1) == 1
     out = torch.empty((N, D), device=table.device, dtype=table.dtype)
     if N == 0 or D == 0:

@@ -77,23 +77,27 @@ def run_task(task, variants=None, only=None):
         with open(f"{OUT}/bench.json", "w") as f: json.dump(RES, f, indent=1)
 
 # ---------------- variants ----------------
-def gemm_variants():
-    m = sys.modules["b_triton2triton_gemm_bf16.kernel"]
-    def mk(BM, BN, BK, w, s):
-        def f(a, b):
-            M, K = a.shape; N = b.shape[1]; c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-            m._matmul_kernel[(triton.cdiv(M, BM), triton.cdiv(N, BN))](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, num_warps=w, num_stages=s)
-            return c
-        return f
-    sm = sys.modules["s_triton2triton_gemm_bf16.kernel"]
+def _mkgemm(modname, bias=False):
+    sm = sys.modules[modname]
+    kern = sm._gemm_bias_gelu_kernel if bias else sm._matmul_kernel
     def mks(BM, BN, BK, G, w, s):
-        def f(a, b):
+        def f(a, b, bias=None):
             M, K = a.shape; N = b.shape[1]; c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-            sm._matmul_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN),)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=G, EVEN_K=(K % BK == 0), num_warps=w, num_stages=s)
+            v = sm._vec(a.stride(0), b.stride(0), c.stride(0))
+            args = (a, b, bias, c) if bias is not None else (a, b, c)
+            kern[(triton.cdiv(M, BM) * triton.cdiv(N, BN),)](*args, M, N, K, a.stride(0) // v, b.stride(0) // v, c.stride(0) // v, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=G, VEC=v, num_warps=w, num_stages=s)
             return c
         return f
-    return {"b64x128x32w4s1": mk(64, 128, 32, 4, 1), "b128x128x32w4s1": mk(128, 128, 32, 4, 1), "b64x64x32w4s2": mk(64, 64, 32, 4, 2),
-            "s128x128x64w8s4": mks(128, 128, 64, 8, 8, 4), "s128x256x64w8s4": mks(128, 256, 64, 8, 8, 4), "torch": lambda a, b: a @ b}
+    return mks
+
+def gemm_variants():
+    mks = _mkgemm("s_triton2triton_gemm_bf16.kernel")
+    return {"s128x128x64w8s4": mks(128, 128, 64, 8, 8, 4), "s128x256x64w8s4": mks(128, 256, 64, 8, 8, 4), "s256x128x64w8s3": mks(256, 128, 64, 8, 8, 3), "torch": lambda a, b: a @ b}
+
+def gelu_variants():
+    mks = _mkgemm("s_torch2triton_gemm_bias_gelu.kernel", bias=True)
+    return {"s128x128x64w8s4": mks(128, 128, 64, 8, 8, 4), "s128x128x64w4s4": mks(128, 128, 64, 8, 4, 4), "s128x256x64w8s4": mks(128, 256, 64, 8, 8, 4),
+            "s256x128x64w8s3": mks(256, 128, 64, 8, 8, 3), "s128x256x32w8s5": mks(128, 256, 32, 8, 8, 5), "s64x256x64w4s4": mks(64, 256, 64, 8, 4, 4)}
 
 def attn_variants():
     m = sys.modules["b_triton2triton_causal_attention.kernel"]
@@ -111,8 +115,7 @@ def attn_variants():
             return o
         return f
     import torch.nn.functional as F
-    return {"b64x64w4s1": mk(64, 64, 4, 1), "b128x64w8s1": mk(128, 64, 8, 1), "b64x32w4s2": mk(64, 32, 4, 2),
-            "s128x128w8s3": mks(128, 128, 8, 3), "s128x64w4s4": mks(128, 64, 4, 4), "s128x64w8s4": mks(128, 64, 8, 4), "s64x64w4s3": mks(64, 64, 4, 3),
+    return {"s128x128w8s3": mks(128, 128, 8, 3), "s64x64w4s4": mks(64, 64, 4, 4), "s64x128w4s3": mks(64, 128, 4, 3),
             "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)}
 
 def rope_variants():
@@ -146,7 +149,7 @@ def gather_variants():
 if __name__ == "__main__":
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
     which = sys.argv[1:] or ["gemm", "gelu", "attn", "rope", "gather", "fp8"]
-    tasks = {"gemm": ("triton2triton/gemm_bf16", gemm_variants), "gelu": ("torch2triton/gemm_bias_gelu", None),
+    tasks = {"gemm": ("triton2triton/gemm_bf16", gemm_variants), "gelu": ("torch2triton/gemm_bias_gelu", gelu_variants),
              "attn": ("triton2triton/causal_attention", attn_variants), "rope": ("triton2triton/rotary_embedding", rope_variants),
              "gather": ("triton2triton/embedding_gather", gather_variants), "fp8": ("torch2triton/fp8_quantize", None)}
     for w in which:

@@ -1,5 +1,7 @@
 """bf16 GEMM C = A @ B in Triton: large Hopper-friendly tiles, software pipelining,
-grouped (L2-friendly) program ordering and mask-free inner loop when K divides evenly."""
+grouped (L2-friendly) program ordering, a mask-free main loop (the K tail is peeled) and
+leading dimensions passed as multiples of VEC so that loads stay 16-byte vectors even when
+K or N is not a multiple of 16."""
 
 import torch
 import triton
@@ -10,12 +12,13 @@ import triton.language as tl
 def _matmul_kernel(
     a_ptr, b_ptr, c_ptr,
     M, N, K,
-    stride_am, stride_ak,
-    stride_bk, stride_bn,
-    stride_cm, stride_cn,
+    lda_v, ldb_v, ldc_v,  # leading dimensions divided by VEC
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+    GROUP_M: tl.constexpr, VEC: tl.constexpr,
 ):
+    lda = lda_v * VEC
+    ldb = ldb_v * VEC
+    ldc = ldc_v * VEC
     # Grouped ordering: GROUP_M row-tiles share each B column-tile while it is in L2.
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -30,26 +33,27 @@ def _matmul_kernel(
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Wrap out-of-range rows/columns instead of masking them; they are never stored.
-    offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, BLOCK_M), BLOCK_M)
+    offs_am = offs_m % M
     offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, BLOCK_N), BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    a_ptrs = a_ptr + offs_am[:, None].to(tl.int64) * lda + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None].to(tl.int64) * ldb + offs_bn[None, :]
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
-        else:
-            k_left = K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+    k_full = K // BLOCK_K
+    for _ in range(0, k_full):
+        a = tl.load(a_ptrs)
+        b = tl.load(b_ptrs)
         acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * ldb
+    k_left = K - k_full * BLOCK_K
+    if k_left > 0:
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc)
 
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * ldc + offs_n[None, :]
     c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
@@ -61,21 +65,30 @@ def _config(M: int, N: int) -> tuple:
     return 128, 128, 64, 8, 8, 4
 
 
+def _vec(*lds: int) -> int:
+    for v in (8, 4, 2):
+        if all(ld % v == 0 for ld in lds):
+            return v
+    return 1
+
+
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """C = A @ B for A [M, K] and B [K, N] (bf16), fp32 accumulation, C [M, N] in A's dtype."""
     assert a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]
+    a = a if a.stride(1) == 1 else a.contiguous()
+    b = b if b.stride(1) == 1 else b.contiguous()
     M, K = a.shape
     _, N = b.shape
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     if M == 0 or N == 0:
         return c
     BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages = _config(M, N)
+    vec = _vec(a.stride(0), b.stride(0), c.stride(0))
     grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
     _matmul_kernel[grid](
         a, b, c, M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-        EVEN_K=(K % BLOCK_K == 0),
+        a.stride(0) // vec, b.stride(0) // vec, c.stride(0) // vec,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, VEC=vec,
         num_warps=num_warps, num_stages=num_stages,
     )
     return c

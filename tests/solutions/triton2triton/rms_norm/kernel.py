@@ -1,10 +1,11 @@
-"""RMSNorm (with weight) in Triton: whole rows in registers, one pass over HBM.
+"""RMSNorm (with weight) in Triton: x read from HBM exactly once, wide vector accesses.
 
-For N up to _MAX_SINGLE_BLOCK a program loads the weight once, then walks its ROWS rows;
-the load of the next row is issued before the current row's reduction, so HBM traffic
-stays in flight while the row is scaled. x is read from HBM exactly once (wide vector
-loads) and there is no per-chunk loop. Wider rows use a looped variant whose second read
-hits L2.
+When N fills at least 3/4 of its power-of-two padding (and fits in _MAX_SINGLE_BLOCK), one
+program holds a whole row in registers: one load, one block reduction, one store, with
+about 16 elements per thread. Otherwise (e.g. N = 5120, padded to 8192) one program per row
+walks the row in 2048-wide chunks with a vector accumulator; the second read of the row
+hits L2. Either way the row is fetched from HBM once, with 8 warps' worth of 16-byte loads
+in flight per chunk instead of tiny 256-element steps.
 """
 
 import torch
@@ -12,30 +13,19 @@ import triton
 import triton.language as tl
 
 _MAX_SINGLE_BLOCK = 16384
-_LOOP_BLOCK = 4096
-_ROWS = 4
-_ELEMS_PER_THREAD = 16
-_MAX_WARPS = 16
+_LOOP_BLOCK = 2048
 
 
 @triton.jit
-def _rms_rows_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
-                     BLOCK: tl.constexpr, ROWS: tl.constexpr):
+def _rms_row_kernel(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
-    cmask = cols < N
-    first = tl.program_id(0).to(tl.int64) * ROWS
-    x_next = tl.load(x_ptr + first * stride_x + cols, mask=cmask & (first < M), other=0.0)
-    w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
-    for r in range(ROWS):
-        row = first + r
-        x = x_next.to(tl.float32)
-        # prefetch the next row of this program (fully masked on the last iteration)
-        nxt = row + 1
-        x_next = tl.load(x_ptr + nxt * stride_x + cols,
-                         mask=cmask & (nxt < M) & (r + 1 < ROWS), other=0.0)
-        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
-        tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty),
-                 mask=cmask & (row < M))
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty),
+             mask=mask)
 
 
 @triton.jit
@@ -65,12 +55,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     if M == 0 or N == 0:
         return y
     BLOCK = triton.next_power_of_2(N)
-    if BLOCK <= _MAX_SINGLE_BLOCK:
-        num_warps = min(_MAX_WARPS, max(4, BLOCK // (32 * _ELEMS_PER_THREAD)))
-        _rms_rows_kernel[(triton.cdiv(M, _ROWS),)](x, weight, y, M, N, x.stride(0),
-                                                   y.stride(0), eps, BLOCK=BLOCK, ROWS=_ROWS,
-                                                   num_warps=num_warps)
+    if BLOCK <= _MAX_SINGLE_BLOCK and 4 * N >= 3 * BLOCK:
+        num_warps = min(16, max(4, BLOCK // 512))  # about 16 elements per thread
+        _rms_row_kernel[(M,)](x, weight, y, N, x.stride(0), y.stride(0), eps, BLOCK=BLOCK,
+                              num_warps=num_warps)
     else:
-        _rms_looped_kernel[(M,)](x, weight, y, N, x.stride(0), y.stride(0), eps,
-                                 BLOCK=_LOOP_BLOCK, num_warps=8)
+        block = min(_LOOP_BLOCK, BLOCK)
+        _rms_looped_kernel[(M,)](x, weight, y, N, x.stride(0), y.stride(0), eps, BLOCK=block,
+                                 num_warps=max(1, min(8, block // 256)))
     return y

@@ -1,0 +1,316 @@
+"""The measurement engine on the CPU: real worker processes judging real (mis)behaving candidates.
+
+Each test writes a candidate ``kernel.py`` for the ``make_task`` test task (``x + alpha * y``,
+python backend) and evaluates it with ``runner.evaluate``, as the lifecycle does. No GPU is used:
+performance is never measured here, only build, correctness and the worker's isolation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aka_core.evaluation import runner
+from aka_core.evaluation.request import EvaluationRequest, SideRef
+from aka_core.models import Case, Timeouts, Tolerance
+
+CASE = "m8_n16_fp32"
+"""The one case these requests run; failure messages must name it."""
+
+CORRECT = """\
+import torch
+
+
+def scale_add(x, y, alpha):
+    return torch.add(x, y, alpha=alpha)
+"""
+
+EvaluateSource = Callable[..., dict[str, Any]]
+
+
+def make_request(task_dir: Path, candidate_dir: Path, *, seeds: int,
+                 timeouts: Timeouts | None) -> EvaluationRequest:
+    """The ``make_task`` task's reference, inputs and baseline; one small case."""
+    root = str(task_dir)
+    return EvaluationRequest(
+        task_id="demo/scale_add", backend="python",
+        reference=SideRef(root=root, ref="reference.py:scale_add_reference"),
+        inputs=SideRef(root=root, ref="inputs.py:make_inputs"),
+        baseline=SideRef(root=root, ref="kernel.py:scale_add"),
+        candidate=SideRef(root=str(candidate_dir), ref="kernel.py:scale_add"),
+        cases=(Case(name=CASE, params={"M": 8, "N": 16, "dtype": "float32"}),),
+        tolerance={"float32": Tolerance(rtol=1e-5, atol=1e-6)},
+        device="cpu", seeds_per_case=seeds,
+        timeouts=timeouts or Timeouts(compile_seconds=60, correctness_seconds=60,
+                                      timing_seconds=60),
+    )
+
+
+@pytest.fixture
+def evaluate_source(make_task: Callable[..., Path], tmp_path: Path) -> EvaluateSource:
+    """``evaluate_source(kernel_py, seeds=2, timeouts=None) -> record`` (with ``gates`` added)."""
+    task_dir = make_task()
+    count = 0
+
+    def run(source: str, *, seeds: int = 2, timeouts: Timeouts | None = None) -> dict[str, Any]:
+        nonlocal count
+        count += 1
+        candidate = tmp_path / f"candidate{count}"
+        candidate.mkdir()
+        (candidate / "kernel.py").write_text(textwrap.dedent(source), encoding="utf-8")
+        request = make_request(task_dir, candidate, seeds=seeds, timeouts=timeouts)
+        record = runner.evaluate(request, log_path=tmp_path / f"candidate{count}.log")
+        record["gates"] = runner.outcome(record)
+        return record
+
+    return run
+
+
+def gates(record: dict[str, Any]) -> tuple[Any, Any]:
+    return record["gates"]["pass_compilation"], record["gates"]["pass_correctness"]
+
+
+def process_gone(pid: int, within: float = 5.0) -> bool:
+    """True once ``pid`` no longer runs (a zombie waiting for its reaper counts as gone)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_correct_candidate_passes_every_seed(evaluate_source: EvaluateSource) -> None:
+    record = evaluate_source(CORRECT, seeds=3)
+
+    assert "failure" not in record, record.get("failure")
+    assert gates(record) == (True, True)
+    checks = record["correctness"]["checks"]
+    assert [(c["case"], c["seed_index"], c["passed"]) for c in checks] == [
+        (CASE, 0, True), (CASE, 1, True), (CASE, 2, True)]
+    perf = record["performance"]
+    assert perf["measured"] is False and "no GPU" in perf["reason_not_measured"]
+    assert record["gates"]["performance_measured"] is False and record["gates"]["speedup"] is None
+
+
+WRONG = {
+    "wrong_values": ("return x + alpha * y + 1e-3",
+                     [f"output differs from the reference on case {CASE}", "elements outside"]),
+    "wrong_dtype": ("return (x + alpha * y).double()",
+                    ["dtype torch.float64, expected torch.float32", f"(case {CASE})"]),
+    "wrong_shape": ("return (x + alpha * y).reshape(-1)",
+                    ["shape (128,), expected (8, 16)", f"(case {CASE})"]),
+    "nan_where_reference_has_none": (
+        "out = x + alpha * y\n    out[3, 5] = float('nan')\n    return out",
+        ["NaN mismatch: 1 unexpected NaN", f"case {CASE}"]),
+    "mutates_its_inputs": ("out = x + alpha * y\n    x.zero_()\n    return out",
+                           ["candidate modified its inputs x", f"(case {CASE})"]),
+    "raises_not_implemented": ("raise NotImplementedError('write me')",
+                               ["candidate raised NotImplementedError: write me", f"(case {CASE})"]),
+}
+
+
+@pytest.mark.parametrize("body, fragments", list(WRONG.values()), ids=list(WRONG))
+def test_wrong_candidate_compiles_but_fails_correctness_naming_the_case(
+    evaluate_source: EvaluateSource, body: str, fragments: list[str]
+) -> None:
+    record = evaluate_source(f"def scale_add(x, y, alpha):\n    {body}\n")
+
+    failure = record["failure"]
+    assert failure["kind"] == "correctness", failure
+    for fragment in fragments:
+        assert fragment in failure["message"]
+    assert gates(record) == (True, False)
+    assert record["correctness"]["passed"] is False
+
+
+def test_syntax_error_is_a_compile_failure_with_file_and_line(
+    evaluate_source: EvaluateSource,
+) -> None:
+    record = evaluate_source("import torch\n\n\ndef scale_add(x, y, alpha:\n    return x\n")
+
+    failure = record["failure"]
+    assert failure["kind"] == "compile"
+    assert (failure["file"], failure["line"]) == ("kernel.py", 4)
+    assert "SyntaxError" in failure["message"]
+    assert gates(record) == (False, None)
+
+
+@pytest.mark.xfail(strict=True, reason="worker.main enters phase 'done' before it records the "
+                   "failure's phase, so every failure the worker reports says phase 'done'")
+def test_worker_reported_failure_names_the_phase_it_happened_in(
+    evaluate_source: EvaluateSource,
+) -> None:
+    compile_failure = evaluate_source("def scale_add(x, y, alpha:\n    pass\n")
+    assert compile_failure["failure"]["phase"] == "compile"
+    correctness_failure = evaluate_source("def scale_add(x, y, alpha):\n    return x\n")
+    assert correctness_failure["failure"]["phase"] == "correctness"
+
+
+def test_cached_results_fail_because_every_seed_gets_fresh_inputs(
+    evaluate_source: EvaluateSource,
+) -> None:
+    record = evaluate_source("""\
+        _cache = []
+
+
+        def scale_add(x, y, alpha):
+            if not _cache:
+                _cache.append(x + alpha * y)
+            return _cache[0].clone()
+        """, seeds=2)
+
+    failure = record["failure"]
+    assert failure["kind"] == "correctness"
+    assert f"differs from the reference on case {CASE}" in failure["message"]
+    checks = record["correctness"]["checks"]
+    assert [(c["seed_index"], c["passed"]) for c in checks] == [(0, True), (1, False)]
+    assert gates(record) == (True, False)
+
+
+def test_inputs_differ_between_seeds_and_between_evaluations(
+    evaluate_source: EvaluateSource, tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen.jsonl"
+    source = f"""\
+        import json
+
+
+        def scale_add(x, y, alpha):
+            with open({str(seen)!r}, "a") as f:
+                f.write(json.dumps([float(x.sum()), float(y.sum())]) + "\\n")
+            return x + alpha * y
+        """
+    first = evaluate_source(source, seeds=3)
+    n_first = len(seen.read_text().splitlines())
+    second = evaluate_source(source, seeds=3)
+
+    assert gates(first) == gates(second) == (True, True)
+    calls = [tuple(json.loads(line)) for line in seen.read_text().splitlines()]
+    first_inputs, second_inputs = set(calls[:n_first]), set(calls[n_first:])
+    assert len(first_inputs) == 3, "each of the 3 seeds must give different inputs"
+    assert len(second_inputs) == 3
+    assert not first_inputs & second_inputs, "a new evaluation must draw new secret inputs"
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+def test_candidate_that_aborts_crashes_its_worker_only(evaluate_source: EvaluateSource) -> None:
+    record = evaluate_source("import os\n\n\ndef scale_add(x, y, alpha):\n    os.abort()\n")
+
+    failure = record["failure"]
+    assert (failure["kind"], failure["phase"]) == ("crashed", "correctness"), failure
+    assert "SIGABRT" in failure["message"]
+    assert gates(record) == (True, False)
+
+
+def test_hanging_candidate_is_killed_at_the_phase_timeout_with_its_children(
+    evaluate_source: EvaluateSource, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids.json"
+    started = time.monotonic()
+    record = evaluate_source(f"""\
+        import json
+        import os
+        import subprocess
+        import time
+
+
+        def scale_add(x, y, alpha):
+            child = subprocess.Popen(["sleep", "600"])
+            with open({str(pids)!r}, "w") as f:
+                json.dump({{"worker": os.getpid(), "child": child.pid}}, f)
+            time.sleep(600)
+        """, timeouts=Timeouts(compile_seconds=60, correctness_seconds=3, timing_seconds=60))
+    elapsed = time.monotonic() - started
+
+    failure = record["failure"]
+    assert (failure["kind"], failure["phase"]) == ("timeout", "correctness"), failure
+    assert "limit of 3 s" in failure["message"]
+    assert gates(record) == (True, False)
+    assert elapsed < 60, "the parent must not wait for the candidate"
+    spawned = json.loads(pids.read_text())
+    try:
+        assert process_gone(spawned["worker"]), "the worker survived its timeout"
+        assert process_gone(spawned["child"]), "a child of the worker survived the timeout"
+    finally:  # never leave the test's own sleepers behind, even when the engine failed
+        for pid in spawned.values():
+            if not process_gone(pid, within=0):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def test_junk_on_stdout_and_stderr_does_not_break_the_protocol(
+    evaluate_source: EvaluateSource, tmp_path: Path
+) -> None:
+    fake = json.dumps({"event": "result", "result": {"correctness": {"passed": False}}})
+    record = evaluate_source(f"""\
+        import os
+        import sys
+
+        print({fake!r})
+        print('{{"event": "phase", "phase": "done"}}')
+
+
+        def scale_add(x, y, alpha):
+            print({fake!r})
+            print("junk " * 5000)
+            sys.stderr.write('{{"event": "result"\\n')
+            os.write(1, b"\\xff\\xfe binary junk without a newline")
+            os.write(2, b"\\x00\\x01\\x02")
+            return x + alpha * y
+        """)
+
+    assert "failure" not in record, record.get("failure")
+    assert gates(record) == (True, True)
+    assert len(record["correctness"]["checks"]) == 2
+    log = Path(record["worker_log"]).read_bytes()
+    assert b"binary junk" in log, "the candidate's output belongs in the worker log"
+
+
+def test_secret_seed_is_not_in_the_workers_environment_or_argv(
+    evaluate_source: EvaluateSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = 0x2F1E3D4C5B6A7988
+    monkeypatch.setattr(runner.secrets, "randbits", lambda bits: secret)
+    dump = tmp_path / "seen_by_candidate.json"
+    record = evaluate_source(f"""\
+        import json
+        import os
+        import sys
+
+
+        def scale_add(x, y, alpha):
+            with open("/proc/self/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+            with open({str(dump)!r}, "w") as f:
+                json.dump({{"environ": dict(os.environ), "argv": sys.argv, "cmdline": cmdline,
+                           "cwd_files": os.listdir(".")}}, f)
+            return x + alpha * y
+        """)
+
+    assert gates(record) == (True, True)
+    seen = dump.read_text()
+    assert json.loads(seen)["argv"], "the dump is empty: the candidate did not run"
+    for form in (str(secret), hex(secret), hex(secret)[2:]):
+        assert form not in seen, f"the candidate can read the secret seed ({form})"
+        assert form not in json.dumps(record, default=str), "the secret is in the record"
+        assert form not in Path(record["worker_log"]).read_text(errors="replace")
