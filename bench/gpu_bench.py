@@ -106,46 +106,67 @@ def fmt_ci(s: float | None, ci: list[float] | None) -> str:
     return f"{s:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{s:.3f}"
 
 
-def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> None:
+def run_item(section: str, task_id: str, tmp: Path) -> Any:
     from aka_core.host import PluginHost
     from aka_core.validate import validate_task
+
+    task = load(task_id)
+    if section == "validate":
+        report = validate_task(TASKS / task_id, task_id, PluginHost(), run=True, device="auto")
+        return {"status": report["overall_status"],
+                "checks": [{k: c.get(k) for k in ("name", "status", "detail", "reference_ms",
+                                                  "baseline_ms")} for c in report["checks"]],
+                "log_tail": next((c.get("log_tail") for c in report["checks"]
+                                  if c.get("log_tail")), None)}
+    if section == "replay":
+        return perf_summary(evaluate(task_id, SOLUTIONS / task_id))
+    if section == "double":
+        if not task.baseline_is_initial_candidate:
+            return None
+        return perf_summary(evaluate(task_id, doubled_candidate(task, tmp / "double" / task_id)))
+    if section == "latency":
+        return cli_latency(task_id)
+    if section == "aa":
+        cand = same_as_baseline(task, tmp / "aa" / task_id)
+        return perf_summary(evaluate(task_id, cand))
+    raise ValueError(section)
+
+
+def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> None:
+    """Evaluations of a section run ``--jobs`` at a time: their start-up and compile overlap,
+    while checks and timing queue on the GPU lock (one evaluation on the GPU at a time)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     deadline = time.monotonic() + args.deadline_s
     ids = args.tasks or task_ids()
     tmp = Path(tempfile.mkdtemp(prefix="aka-bench-"))
+    lock = threading.Lock()
+
+    def one(section: str, task_id: str, rep: int) -> None:
+        if time.monotonic() > deadline:
+            with lock:
+                data.setdefault("incomplete", []).append(f"{section} {task_id} #{rep}: deadline")
+            return
+        try:
+            row = run_item(section, task_id, tmp / f"{rep}")
+        except Exception as exc:  # one broken row must not lose the others
+            row = {"error": f"{type(exc).__name__}: {exc}"}
+        with lock:
+            rows = data.setdefault(section, {})
+            if section == "aa":
+                rows.setdefault(task_id, []).append(row)
+            elif row is not None:
+                rows[task_id] = row
+            save()
+        print(f"[{section}] {task_id} #{rep} done", file=sys.stderr, flush=True)
+
     for section in args.sections:
-        rows = data.setdefault(section, {})
         repeats = args.aa_repeats if section == "aa" else 1
-        for rep in range(repeats):
-            for task_id in ids:
-                if time.monotonic() > deadline:
-                    data.setdefault("incomplete", []).append(f"{section}: stopped at the deadline")
-                    save()
-                    return
-                task = load(task_id)
-                if section == "validate":
-                    report = validate_task(TASKS / task_id, task_id, PluginHost(), run=True,
-                                           device="auto")
-                    rows[task_id] = {"status": report["overall_status"],
-                                     "checks": [{k: c.get(k) for k in ("name", "status", "detail",
-                                                                       "reference_ms", "baseline_ms")}
-                                                for c in report["checks"]],
-                                     "log_tail": next((c.get("log_tail") for c in report["checks"]
-                                                       if c.get("log_tail")), None)}
-                elif section == "replay":
-                    rows[task_id] = perf_summary(evaluate(task_id, SOLUTIONS / task_id))
-                elif section == "double":
-                    if not task.baseline_is_initial_candidate:
-                        continue
-                    cand = doubled_candidate(task, tmp / "double" / task_id)
-                    rows[task_id] = perf_summary(evaluate(task_id, cand))
-                elif section == "latency":
-                    rows[task_id] = cli_latency(task_id)
-                elif section == "aa":
-                    cand = same_as_baseline(task, tmp / "aa" / task_id)
-                    rows.setdefault(task_id, []).append(perf_summary(evaluate(task_id, cand)))
-                print(f"[{section}] {task_id} done", file=sys.stderr, flush=True)
-                save()
+        items = [(section, t, r) for r in range(repeats) for t in ids]
+        jobs = 1 if section == "latency" else args.jobs
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(lambda item: one(*item), items))
 
 
 def cli_latency(task_id: str) -> dict[str, Any]:
@@ -243,6 +264,8 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--deadline-s", type=float, default=540)
     parser.add_argument("--merge", help="an earlier bench.json to extend")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="evaluations in flight (GPU work is serialised by the GPU lock)")
     args = parser.parse_args()
     from aka_core.logging_setup import configure_logging
 

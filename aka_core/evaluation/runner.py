@@ -28,6 +28,8 @@ import attrs
 from aka_core.evaluation.request import EvaluationRequest
 
 STARTUP_SECONDS = 180.0
+# How long a worker may queue for a GPU that other evaluations are checking and timing on.
+GPU_WAIT_SECONDS = float(os.environ.get("AKA_GPU_WAIT_SECONDS", "3600"))
 # A candidate's claimed speedup may exceed what the parent's wall clock shows by this factor
 # before it is rejected: blocks run without L2 flushes and include launch gaps, so the two differ.
 WALL_SLACK = 1.25
@@ -54,6 +56,7 @@ def _deadline_for(phase: str, request: EvaluationRequest) -> float:
     t = request.timeouts
     return {
         "startup": STARTUP_SECONDS,
+        "gpu_wait": GPU_WAIT_SECONDS,
         "compile": t.compile_seconds,
         "correctness": t.correctness_seconds,
         "timing": t.timing_seconds,

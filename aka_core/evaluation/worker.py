@@ -87,6 +87,11 @@ class Worker:
         self.result["device"] = _asdict(self.backend.describe_device(device))
         self.phase("compile")
         self.load_all()
+        if device == "cuda":
+            # Checks and timing own the GPU: evaluations sharing it (parallel agents, a trainer's
+            # workers) queue here, so no one's kernels run inside another's timed region.
+            self.phase("gpu_wait")
+            self._gpu_lock = acquire_gpu_lock()
         self.phase("correctness")
         self.check_correctness()
         if self.req.measure_performance and device == "cuda":
@@ -272,6 +277,28 @@ class Worker:
             self.channel.send("wall_block", marker="start", case=case.name, side=side, calls=calls)
             timing.run_block(fn, inputs, calls)
             self.channel.send("wall_block", marker="end", case=case.name, side=side, calls=calls)
+
+
+def gpu_lock_path() -> Path:
+    import tempfile
+
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    ident = str(getattr(props, "uuid", "") or os.environ.get("CUDA_VISIBLE_DEVICES", "0"))
+    ident = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in ident)
+    folder = Path(os.environ.get("AKA_GPU_LOCK_DIR", tempfile.gettempdir()))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"aka-gpu-{ident}.lock"
+
+
+def acquire_gpu_lock() -> Any:
+    """An exclusive lock on this GPU, held until the worker exits (the kernel releases it)."""
+    import fcntl
+
+    handle = open(gpu_lock_path(), "a+")  # noqa: SIM115 - held for the life of the process
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    return handle
 
 
 def _without_secret(request: EvaluationRequest) -> EvaluationRequest:

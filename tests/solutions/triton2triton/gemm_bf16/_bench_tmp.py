@@ -118,15 +118,51 @@ def attn_variants():
     return {"s128x128w8s3": mks(128, 128, 8, 3), "s64x64w4s4": mks(64, 64, 4, 4), "s64x128w4s3": mks(64, 128, 4, 3),
             "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)}
 
+import triton.language as tl
+
+@triton.jit
+def _rope_loop_kernel(x_ptr, out_ptr, pos_ptr, cos_ptr, sin_ptr, n_heads, half, stride_xt, stride_xh, stride_ot, stride_oh, stride_cos, stride_sin, BLOCK: tl.constexpr):
+    t = tl.program_id(0)
+    offs = tl.arange(0, BLOCK); mask = offs < half
+    pos = tl.load(pos_ptr + t)
+    cos = tl.load(cos_ptr + pos * stride_cos + offs, mask=mask, other=0.0)
+    sin = tl.load(sin_ptr + pos * stride_sin + offs, mask=mask, other=0.0)
+    for h in range(n_heads):
+        x_row = x_ptr + t * stride_xt + h * stride_xh
+        x1 = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(x_row + half + offs, mask=mask, other=0.0).to(tl.float32)
+        o_row = out_ptr + t * stride_ot + h * stride_oh
+        tl.store(o_row + offs, (x1 * cos - x2 * sin).to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(o_row + half + offs, (x2 * cos + x1 * sin).to(out_ptr.dtype.element_ty), mask=mask)
+
+@triton.jit
+def _rope_tb_kernel(x_ptr, out_ptr, pos_ptr, cos_ptr, sin_ptr, T, half, stride_xt, stride_xh, stride_ot, stride_oh, stride_cos, stride_sin, BLOCK_T: tl.constexpr, BLOCK: tl.constexpr):
+    tb = tl.program_id(0); h = tl.program_id(1)
+    ts = tb * BLOCK_T + tl.arange(0, BLOCK_T); offs = tl.arange(0, BLOCK)
+    mask = (ts[:, None] < T) & (offs[None, :] < half)
+    pos = tl.load(pos_ptr + ts, mask=ts < T, other=0)
+    cos = tl.load(cos_ptr + pos[:, None] * stride_cos + offs[None, :], mask=mask, other=0.0)
+    sin = tl.load(sin_ptr + pos[:, None] * stride_sin + offs[None, :], mask=mask, other=0.0)
+    xp = x_ptr + ts[:, None] * stride_xt + h * stride_xh + offs[None, :]
+    x1 = tl.load(xp, mask=mask, other=0.0).to(tl.float32); x2 = tl.load(xp + half, mask=mask, other=0.0).to(tl.float32)
+    op = out_ptr + ts[:, None] * stride_ot + h * stride_oh + offs[None, :]
+    tl.store(op, (x1 * cos - x2 * sin).to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(op + half, (x2 * cos + x1 * sin).to(out_ptr.dtype.element_ty), mask=mask)
+
 def rope_variants():
-    m = sys.modules["b_triton2triton_rotary_embedding.kernel"]
-    def mk(w):
+    def mkloop(w):
         def ap(x, positions, cos_cache, sin_cache):
             T, H, D = x.shape; out = torch.empty_like(x)
-            m._rope_kernel[(T * H,)](x, out, positions, cos_cache, sin_cache, H, D // 2, x.stride(0), x.stride(1), out.stride(0), out.stride(1), cos_cache.stride(0), sin_cache.stride(0), BLOCK=triton.next_power_of_2(D // 2), num_warps=w)
+            _rope_loop_kernel[(T,)](x, out, positions, cos_cache, sin_cache, H, D // 2, x.stride(0), x.stride(1), out.stride(0), out.stride(1), cos_cache.stride(0), sin_cache.stride(0), BLOCK=triton.next_power_of_2(D // 2), num_warps=w)
             return out
         return lambda positions, q, k, cos_cache, sin_cache: (ap(q, positions, cos_cache, sin_cache), ap(k, positions, cos_cache, sin_cache))
-    return {"b_w1": mk(1), "b_w2": mk(2)}
+    def mktb(bt, w):
+        def ap(x, positions, cos_cache, sin_cache):
+            T, H, D = x.shape; out = torch.empty_like(x)
+            _rope_tb_kernel[(triton.cdiv(T, bt), H)](x, out, positions, cos_cache, sin_cache, T, D // 2, x.stride(0), x.stride(1), out.stride(0), out.stride(1), cos_cache.stride(0), sin_cache.stride(0), BLOCK_T=bt, BLOCK=triton.next_power_of_2(D // 2), num_warps=w)
+            return out
+        return lambda positions, q, k, cos_cache, sin_cache: (ap(q, positions, cos_cache, sin_cache), ap(k, positions, cos_cache, sin_cache))
+    return {"loop_w1": mkloop(1), "loop_w2": mkloop(2), "loop_w4": mkloop(4), "tb2_w1": mktb(2, 1), "tb4_w2": mktb(4, 2), "tb8_w4": mktb(8, 4)}
 
 def gather_variants():
     m = sys.modules["b_triton2triton_embedding_gather.kernel"]
