@@ -37,7 +37,7 @@ from aka_core.models import (
 )
 from aka_core.operator_tasks import load_task
 from aka_core.run import create_run, execute_run, read_run_file
-from aka_core.workspace import copy_task, make_read_only, overlay_editable
+from aka_core.workspace import copy_task, overlay_editable, prepare_workspace, preserve_baseline
 
 
 @attrs.frozen
@@ -113,12 +113,12 @@ def evaluate_candidate(
     if not candidate.is_dir():
         raise AkaError(f"candidate folder {candidate} does not exist")
     device = resolve_device(device)
+    require_runnable(loaded, device)
     with tempfile.TemporaryDirectory(prefix="aka-eval-", dir=work_dir) as tmp:
         root = Path(tmp)
         workspace, baseline, logs = root / "workspace", root / "baseline", root / "logs"
-        copy_task(loaded, workspace)
-        copy_task(loaded, baseline)
-        make_read_only(baseline)
+        prepare_workspace(loaded, workspace)
+        preserve_baseline(loaded, baseline)
         logs.mkdir()
         copied = overlay_editable(loaded, candidate, workspace)
         if not copied:
@@ -139,6 +139,12 @@ def evaluate_candidate(
     return attrs.evolve(result, finished_at=now_iso(), evaluation=evaluation)
 
 
+def require_runnable(task: Task, device: str) -> None:
+    if device == "cpu" and not task.requires.cpu_interpreter:
+        raise AkaError(f"task {task.id} needs a GPU: its kernels cannot run under the CPU "
+                       "interpreter (requires.cpu_interpreter: false in its task.yaml)")
+
+
 def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
                   measure_performance: bool, scorer: str, scorer_options: dict[str, Any]
                   ) -> TaskContext:
@@ -157,6 +163,7 @@ def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
 def validate_task_run(task: Task, host: PluginHost, *, device: str = "auto") -> dict[str, Any]:
     """Run a task's reference and baseline through the evaluator (baseline against itself)."""
     device = resolve_device(device)
+    require_runnable(task, device)
     with tempfile.TemporaryDirectory(prefix="aka-validate-") as tmp:
         baseline = Path(tmp) / "baseline"
         copy_task(task, baseline)

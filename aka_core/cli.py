@@ -51,7 +51,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     meta = read_run_file(run_dir)
     log_dir = run_dir / meta["config"].get("log_directory", "logs")
-    configure_logging(json_output=args.json_logs, log_file=log_dir / "aka.jsonl", force=True)
+    configure_logging(json_output=args.json_logs, level=args.log_level,
+                      log_file=log_dir / "aka.jsonl", force=True)
     print(f"run directory: {run_dir}", file=sys.stderr)
     results = execute_run(run_dir, host, show_progress=not args.no_progress)
     print(render_text(summary_rows(results)), file=sys.stderr)
@@ -181,6 +182,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     record = load_run(Path(args.run_dir))
     results = [record.results[t] for t in record.task_ids if t in record.results]
     paths = write_reports(Path(args.run_dir))
+    host = _host()
+    for extra in host.notify("aka_report", run_dir=Path(args.run_dir), results=results,
+                             reports_dir=Path(args.run_dir) / "reports"):
+        paths.extend(Path(p) for p in (extra or []))
     if args.json:
         _print_json(summary_document(summary_rows(results)))
     else:

@@ -109,7 +109,11 @@ class PluginHost:
         name = getattr(plugin, "__name__", None) or type(plugin).__name__
         provider = provider or Provider(name, name, None)
         self.pm.register(plugin, name=f"{provider.distribution}:{provider.plugin}")
-        self.pm.check_pending()
+        try:
+            self.pm.check_pending()  # a misspelled hook is an error, not silence
+        except pluggy.PluginValidationError:
+            self.pm.unregister(plugin)  # or every plugin registered after it would fail too
+            raise
         self._providers[id(plugin)] = provider
         self._records = None
 

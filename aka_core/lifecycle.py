@@ -36,7 +36,12 @@ from aka_core.operator_tasks import load_task
 from aka_core.prompt import build_prompt
 from aka_core.records import AgentInvocation
 from aka_core.results import agent_cost_path, write_task_result
-from aka_core.workspace import check_and_restore, copy_task, make_read_only, remove_tree
+from aka_core.workspace import (
+    check_and_restore,
+    prepare_workspace,
+    preserve_baseline,
+    remove_tree,
+)
 from aka_core.yamlio import write_json_atomic
 
 log = structlog.get_logger("aka.lifecycle")
@@ -92,25 +97,26 @@ def _run_task(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> TaskResul
     task = load_task(ctx.tasks_root.joinpath(*task_id.split("/")), task_id, ctx.host)
     base.update(family=task.family, backend=task.backend)
     reason = gpus.skip_reason(task, ctx.config.target_gpu_model)
+    if reason is None and ctx.device == "cpu" and not task.requires.cpu_interpreter:
+        reason = "the task needs a GPU (no CPU interpreter) and this run evaluates on the CPU"
     if reason:
         log.info("task skipped", reason=reason)
         return TaskResult(status="skipped", skip_reason=reason, **base)
     # 2. Workspace
     tdir = task_dir(ctx.run_dir, task_id)
     workspace, baseline, logs = tdir / "workspace", tdir / "baseline", tdir / "logs"
-    for path in (workspace, baseline):
-        remove_tree(path)
+    remove_tree(workspace)
     logs.mkdir(parents=True, exist_ok=True)
-    copy_task(task, workspace)
-    copy_task(task, baseline)
-    make_read_only(baseline)
+    before = prepare_workspace(task, workspace)
     # 3. Agent
     execution = run_agent(ctx, task, workspace, logs)
     write_json_atomic(agent_cost_path(ctx.run_dir, task_id),
                       {"task_id": task_id, "agent": execution.agent,
                        **unstructure(execution.usage)})
     # 4. Integrity
-    integrity = check_and_restore(task, workspace)
+    integrity = check_and_restore(task, workspace, before)
+    # The baseline is copied from the task only now, after the agent: nothing it did can touch it.
+    preserve_baseline(task, baseline)
     # 5-6. Evaluate and score
     return evaluate_and_score(ctx, task, workspace, baseline, logs, execution, integrity, base)
 

@@ -61,6 +61,15 @@ def choose_device(config: RunConfig) -> str:
             f"target_gpu_model is {config.target_gpu_model} ({target.architecture}) but this "
             f"host's GPU is {found.get('name')} ({found.get('architecture')}): timings would not "
             "be for the target; change target_gpu_model or run on the target", file=_source(config))
+    name = str(found.get("name") or "")
+    if not target.is_cpu and target.name.lower() not in name.lower() and not (
+        target.name.lower().startswith(("sm_", "gfx"))
+    ):
+        # Same architecture, other product (an H100 for an H200 target): other memory, other times.
+        raise ConfigError(
+            f"target_gpu_model is {config.target_gpu_model} but this host's GPU is {name} (same "
+            f"architecture {target.architecture}, different product): timings would not be for "
+            "the target; change target_gpu_model or run on the target", file=_source(config))
     return "cuda"
 
 

@@ -43,6 +43,38 @@ def digests(root: Path) -> dict[str, str]:
     return {rel: digest(root / rel) for rel in _files(root)}
 
 
+TASK_FILE = "task.yaml"
+
+
+def agent_view_of_task_file(task: Task) -> str:
+    """task.yaml as the agent sees it: without the held-out cases it must never see."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    data = yaml.load((task.root / TASK_FILE).read_text(encoding="utf-8"))
+    data.pop("held_out_cases", None)
+    buf = io.StringIO()
+    yaml.dump(data, buf)
+    return buf.getvalue()
+
+
+def prepare_workspace(task: Task, dest: Path) -> dict[str, str]:
+    """The agent's private copy of the task (held-out cases removed); returns its digests."""
+    copy_task(task, dest)
+    if (dest / TASK_FILE).is_file():
+        (dest / TASK_FILE).write_text(agent_view_of_task_file(task), encoding="utf-8")
+    return digests(dest)
+
+
+def preserve_baseline(task: Task, dest: Path) -> None:
+    """A fresh read-only copy of the task, made after the agent ran: what the baseline loads from."""
+    remove_tree(dest)
+    copy_task(task, dest)
+    make_read_only(dest)
+
+
 def copy_task(task: Task, dest: Path) -> None:
     """Copy the task folder (without caches) to ``dest``, which must not exist."""
     shutil.copytree(task.root, dest, ignore=shutil.ignore_patterns(*IGNORED_PARTS), symlinks=True)
@@ -68,9 +100,9 @@ def remove_tree(root: Path) -> None:
         shutil.rmtree(root)
 
 
-def check_and_restore(task: Task, workspace: Path) -> IntegrityReport:
-    """Compare the workspace with the task; restore protected files; list what changed."""
-    original = digests(task.root)
+def check_and_restore(task: Task, workspace: Path, original: dict[str, str]) -> IntegrityReport:
+    """Compare the workspace with its state before the agent (``original``, from
+    ``prepare_workspace``); restore protected files from the task; list what changed."""
     current = digests(workspace)
     editable = set(task.editable)
     changed, restored = [], []
@@ -88,16 +120,23 @@ def check_and_restore(task: Task, workspace: Path) -> IntegrityReport:
         elif target.is_dir():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(task.root / rel, target)
+        _restore(task, rel, target)
     added = sorted(set(current) - set(original))
     escaped = [rel for rel in changed if (workspace / rel).is_symlink()]
     for rel in escaped:  # an editable file replaced by a symlink could point anywhere
         changed.remove(rel)
         restored.append(rel)
         (workspace / rel).unlink()
-        shutil.copy2(task.root / rel, workspace / rel)
+        _restore(task, rel, workspace / rel)
     return IntegrityReport(ok=not restored, changed_files=tuple(sorted(changed)),
                            restored_files=tuple(sorted(restored)), added_files=tuple(added))
+
+
+def _restore(task: Task, rel: str, target: Path) -> None:
+    if rel == TASK_FILE:
+        target.write_text(agent_view_of_task_file(task), encoding="utf-8")
+    else:
+        shutil.copy2(task.root / rel, target)
 
 
 def overlay_editable(task: Task, source: Path, workspace: Path) -> list[str]:

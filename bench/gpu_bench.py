@@ -163,7 +163,8 @@ def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> N
 
     for section in args.sections:
         repeats = args.aa_repeats if section == "aa" else 1
-        items = [(section, t, r) for r in range(repeats) for t in ids]
+        section_ids = ids[: args.latency_tasks] if section == "latency" else ids
+        items = [(section, t, r) for r in range(repeats) for t in section_ids]
         jobs = 1 if section == "latency" else args.jobs
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             list(pool.map(lambda item: one(*item), items))
@@ -264,6 +265,8 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--deadline-s", type=float, default=540)
     parser.add_argument("--merge", help="an earlier bench.json to extend")
+    parser.add_argument("--latency-tasks", type=int, default=12,
+                        help="how many tasks the latency section measures")
     parser.add_argument("--jobs", type=int, default=2,
                         help="evaluations in flight (GPU work is serialised by the GPU lock)")
     args = parser.parse_args()

@@ -35,6 +35,21 @@ GPU_WAIT_SECONDS = float(os.environ.get("AKA_GPU_WAIT_SECONDS", "3600"))
 WALL_SLACK = 1.25
 # Blocks faster than this per call are launch-bound: their wall ratio says little about the kernel.
 WALL_MIN_MS_PER_CALL = 0.05
+# The worker (which runs candidate code) inherits only these variables: no API keys or tokens.
+WORKER_ENV_KEEP = frozenset({
+    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TEMP", "TMP", "USER", "LOGNAME",
+    "SHELL", "TERM", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH",
+    "XDG_CACHE_HOME", "CC", "CXX",
+})
+WORKER_ENV_PREFIXES = ("CUDA_", "HIP_", "ROCR_", "ROCM_", "HSA_", "TRITON_", "TORCH_", "PYTORCH_",
+                       "NCCL_", "NVIDIA_", "NVSHMEM_", "OMP_", "MKL_", "OPENBLAS_", "AKA_GPU_")
+
+
+def worker_base_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if k in WORKER_ENV_KEEP or k.startswith(WORKER_ENV_PREFIXES)}
+
+
 KNOWN_CRASHES = (
     ("illegal memory access", "illegal memory access"),
     ("out of memory", "out of device memory"),
@@ -81,20 +96,23 @@ def evaluate(
             [python, "-m", "aka_core.evaluation.worker", str(write_fd)],
             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), start_new_session=True, cwd=scratch,
-            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+            env={**worker_base_environment(), **(env or {}), "PYTHONUNBUFFERED": "1",
+                 "PYTHONDONTWRITEBYTECODE": "1"},
         )
         os.close(write_fd)
         messages: queue.Queue[tuple[float, dict[str, Any] | None]] = queue.Queue()
         reader = threading.Thread(target=_read_messages, args=(read_fd, messages), daemon=True)
         reader.start()
         try:
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps(request.to_json()).encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        watch, failure = _watch(proc, request, messages)
-        _kill_group(proc)
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(json.dumps(request.to_json()).encode())
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            watch, failure = _watch(proc, request, messages)
+        finally:  # also on Ctrl-C: the worker has its own session and would outlive us
+            _kill_group(proc)
         reader.join(timeout=5)
     record: dict[str, Any] = watch.result or {"phases": {}}
     record["phases_wall"] = watch.phase_times
@@ -255,11 +273,14 @@ def outcome(record: dict[str, Any]) -> dict[str, Any]:
     phase = failure.get("phase") if failure else None
     compiled: bool | None = True
     correct: bool | None = bool(record.get("correctness", {}).get("passed"))
-    if kind in ("compile",) or (kind in ("timeout", "crashed") and phase in ("compile",)):
+    stopped = kind in ("timeout", "crashed")
+    if kind == "compile" or (stopped and phase == "compile"):
         compiled, correct = False, None
-    elif kind in ("task_error", "error") or (kind in ("timeout", "crashed") and phase == "startup"):
-        compiled, correct = None, None
-    elif kind in ("compile_ok_runtime_error", "correctness", "timing_check") or (kind in ("timeout", "crashed") and phase == "correctness"):
+    elif kind in ("task_error", "error") or (stopped and phase in ("startup", "gpu_wait")):
+        compiled, correct = None, None  # the candidate was never judged
+    elif kind in ("compile_ok_runtime_error", "correctness", "timing_check") or (
+        stopped and phase == "correctness"
+    ):
         correct = False
     perf = record.get("performance") or {}
     measured = bool(perf.get("measured")) and failure is None

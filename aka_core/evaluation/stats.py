@@ -2,7 +2,7 @@
 
 A case's speedup is the median of per-pair ratios baseline/candidate (each pair timed back to back
 on the same inputs): drift in clocks or temperature cancels within a pair, which makes it far
-steadier than a ratio of two separately taken medians (shared/MEASUREMENT.md). The run's speedup is
+steadier than a ratio of two separately taken medians (docs/measurement.md). The run's speedup is
 the geometric mean over cases, with a percentile-bootstrap 95% CI that resamples pairs per case.
 """
 

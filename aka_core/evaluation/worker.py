@@ -141,7 +141,7 @@ class Worker:
             raise CandidateFailure("compile" if side == "candidate" else "task_error",
                                    f"{side} does not compile: {exc.message}", file=exc.file,
                                    line=exc.line, side=side) from exc
-        except Exception as exc:
+        except BaseException as exc:
             # It built but raised when run: a correctness failure, not a compile failure.
             self.prepare_error = (side, exc)
             if side == "candidate":
@@ -177,7 +177,7 @@ class Worker:
                         out = self.candidate(**inputs)
                         if self.device == "cuda":
                             torch.cuda.synchronize()
-                    except Exception as exc:
+                    except BaseException as exc:  # SystemExit too: it is the candidate's failure
                         raise CandidateFailure(
                             "correctness", f"candidate raised {type(exc).__name__}: {exc} "
                             f"(case {case.name})", case=case.name, traceback=_short_tb(exc)
@@ -329,14 +329,16 @@ def main(argv: list[str] | None = None) -> int:
         channel.send("result", result=result)
         return 0
     except CandidateFailure as exc:
+        phase = worker._phase
         worker.phase("done")
-        worker.result["failure"] = {"kind": exc.kind, "message": str(exc), "phase": worker._phase,
+        worker.result["failure"] = {"kind": exc.kind, "message": str(exc), "phase": phase,
                                     **exc.details}
         channel.send("result", result=worker.result)
         return 0
     except BaseException as exc:
+        phase = worker._phase
         worker.phase("done")
-        worker.result["failure"] = {"kind": "error", "phase": worker._phase,
+        worker.result["failure"] = {"kind": "error", "phase": phase,
                                     "message": f"{type(exc).__name__}: {exc}",
                                     "traceback": _short_tb(exc, 12)}
         channel.send("result", result=worker.result)

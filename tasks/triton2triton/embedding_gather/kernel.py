@@ -27,5 +27,5 @@ def embedding_gather(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     if N == 0:
         return out
     _gather_kernel[(N,)](ids, table, out, D, table.stride(0), out.stride(0),
-                         BLOCK_D=256, num_warps=4)
+                         BLOCK_D=128, num_warps=4)
     return out

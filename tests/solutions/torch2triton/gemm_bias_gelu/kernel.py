@@ -67,7 +67,7 @@ def _gemm_bias_gelu_kernel(
 def _config(M: int, N: int) -> tuple:
     # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages)
     if triton.cdiv(M, 128) * triton.cdiv(N, 256) >= 264:  # at least ~2 waves on 132 SMs
-        return 128, 256, 64, 8, 8, 3
+        return 128, 256, 64, 8, 8, 4
     return 128, 128, 64, 8, 8, 4
 
 

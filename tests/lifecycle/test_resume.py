@@ -1,0 +1,205 @@
+"""Resume after a kill: a real ``aka run`` process is killed mid-run and ``--resume`` finishes it.
+
+Three python-backend tasks run with the ``noop`` agent; the reference of ``demo/b_slow`` sleeps,
+so the run is reliably inside that task (its evaluation worker running) when it is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from aka_core.results import read_task_result
+from aka_core.testing.fixtures import write_task
+from aka_core.yamlio import dump_yaml
+
+pytestmark = pytest.mark.slow
+
+TASKS = ("demo/a_fast", "demo/b_slow", "demo/c_fast")
+SLOW_SECONDS = 2.0
+
+SLOW_REFERENCE = f'''\
+import time
+
+
+def scale_add_reference(x, y, alpha):
+    time.sleep({SLOW_SECONDS})
+    return x.double() + alpha * y.double()
+'''
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    for task_id in TASKS:
+        folder = write_task(tmp_path / "tasks", task_id)
+        if task_id == "demo/b_slow":
+            (folder / "reference.py").write_text(SLOW_REFERENCE, encoding="utf-8")
+    path = tmp_path / "run_config.yaml"
+    path.write_text(dump_yaml({
+        "agent": {"template": "noop", "timeout_seconds": 60},
+        "tasks": ["demo"], "target_gpu_model": "cpu",
+        "evaluation": {"seeds_per_case": 1},
+    }), encoding="utf-8")
+    return path
+
+
+def aka(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``aka ARGS`` in a new session (its own process group), output appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "aka_core.cli", *args],
+                                cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, grandchildren ...), from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        children = [p for p, parent in parents.items() if parent == current]
+        found += children
+        frontier += children
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def kill_quietly(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def the_run_dir(output_root: Path) -> Path:
+    runs = list(output_root.glob("workspace_cpu_noop/run_*"))
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def interrupt_mid_task(config: Path, tmp_path: Path, sig: signal.Signals
+                       ) -> tuple[Path, int, list[int], Path]:
+    """Start a run, send ``sig`` to its process group while ``demo/b_slow`` is being evaluated.
+
+    Returns the run directory, the exit status, the processes the run had started and the log.
+    """
+    log = tmp_path / f"run_{sig.name}.log"
+    output_root = tmp_path / "out"
+    proc = aka("run", str(config), "--output-root", str(output_root), "--no-progress",
+               cwd=tmp_path, log=log)
+    started: list[int] = []
+    try:
+        wait_for(lambda: list(output_root.glob("workspace_cpu_noop/run_*/run.yaml")), 60,
+                 "run.yaml")
+        run_dir = the_run_dir(output_root)
+        wait_for(lambda: (run_dir / "demo/a_fast/task_result.yaml").is_file(), 60,
+                 "the first task's result")
+        wait_for(lambda: (run_dir / "demo/b_slow/logs/evaluation.log").is_file(), 30,
+                 "the second task's evaluation")
+        time.sleep(0.5)  # the worker is importing torch or sleeping in the reference
+        started = descendants(proc.pid)
+        assert started, "the run had started no evaluation worker"
+        assert not (run_dir / "demo/b_slow/task_result.yaml").exists(), "killed too late"
+        os.killpg(proc.pid, sig)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            kill_quietly([proc.pid])
+            proc.wait()
+    return run_dir, code, started, log
+
+
+def snapshot_results(run_dir: Path) -> dict[str, bytes]:
+    return {t: (run_dir / t / "task_result.yaml").read_bytes() for t in TASKS
+            if (run_dir / t / "task_result.yaml").is_file()}
+
+
+def resume(run_dir: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aka_core.cli", "run", "--resume", str(run_dir),
+                           "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180, check=False)
+
+
+def assert_resumed(run_dir: Path, before: dict[str, bytes], tmp_path: Path) -> None:
+    result = resume(run_dir, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == str(run_dir)
+
+    after = snapshot_results(run_dir)
+    assert sorted(after) == list(TASKS), "every task ends with a result"
+    assert after["demo/a_fast"] == before["demo/a_fast"], "the completed task was redone"
+    for task_id in TASKS:
+        result_ = read_task_result(run_dir / task_id / "task_result.yaml")
+        assert result_.status == "completed", (task_id, result_.error)
+        assert result_.pass_correctness is True, task_id
+    set_aside = list((run_dir / ".interrupted").glob("*/demo/b_slow"))
+    assert len(set_aside) == 1, "the interrupted attempt is kept under .interrupted/"
+    assert (set_aside[0] / "workspace").is_dir()
+    assert not (set_aside[0] / "task_result.yaml").exists()
+    summary = json.loads((run_dir / "reports" / "summary.json").read_text())
+    assert {row["task_id"]: row["status"] for row in summary["tasks"]} == dict.fromkeys(
+        TASKS, "completed"), "reports are regenerated from every result"
+
+
+def test_resume_after_sigkill_keeps_completed_tasks_and_redoes_the_interrupted_one(
+    config: Path, tmp_path: Path
+) -> None:
+    run_dir, code, started, _log = interrupt_mid_task(config, tmp_path, signal.SIGKILL)
+    try:
+        assert code == -signal.SIGKILL
+        before = snapshot_results(run_dir)
+        assert sorted(before) == ["demo/a_fast"]
+        assert_resumed(run_dir, before, tmp_path)
+    finally:  # a SIGKILLed run cannot stop its evaluation worker (own session); we do
+        kill_quietly([p for p in started if alive(p)])
+
+    # Resuming a finished run is a no-op that keeps every result as it is.
+    finished = snapshot_results(run_dir)
+    attempts = sorted(p.name for p in (run_dir / ".interrupted").iterdir())
+    again = resume(run_dir, tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert snapshot_results(run_dir) == finished
+    assert sorted(p.name for p in (run_dir / ".interrupted").iterdir()) == attempts
+
+
+def test_ctrl_c_stops_the_run_and_its_worker_and_resume_finishes_it(
+    config: Path, tmp_path: Path
+) -> None:
+    run_dir, code, started, log = interrupt_mid_task(config, tmp_path, signal.SIGINT)
+    try:
+        assert code == 130, log.read_text()[-3000:]
+        assert "resume with `aka run --resume RUN_DIR`" in log.read_text()
+        workers = [p for p in started if alive(p)]
+        assert not workers, "Ctrl-C left the evaluation worker running"
+    finally:
+        kill_quietly([p for p in started if alive(p)])
+    before = snapshot_results(run_dir)
+    assert sorted(before) == ["demo/a_fast"]
+    assert_resumed(run_dir, before, tmp_path)
