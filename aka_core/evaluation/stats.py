@@ -71,5 +71,5 @@ def geomean_speedup_ci(
         estimates.append(total / len(per_case_logs))
     estimates.sort()
     lo = estimates[int(0.025 * (replicates - 1))]
-    hi = estimates[int(math.ceil(0.975 * (replicates - 1)))]
+    hi = estimates[math.ceil(0.975 * (replicates - 1))]
     return point, math.exp(lo), math.exp(hi)
