@@ -9,6 +9,7 @@ cannot reach: the device times the worker claims must fit in the wall time the p
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import queue
@@ -48,6 +49,27 @@ WORKER_ENV_PREFIXES = ("CUDA_", "HIP_", "ROCR_", "ROCM_", "HSA_", "TRITON_", "TO
 def worker_base_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
             if k in WORKER_ENV_KEEP or k.startswith(WORKER_ENV_PREFIXES)}
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> Any:
+    """A ``preexec_fn`` that has Linux SIGKILL the worker when its parent dies.
+
+    The worker has its own session, so nothing else stops it when ``aka`` is killed with SIGKILL
+    (no ``finally`` runs): a hung candidate would keep the CPU, the GPU and its GPU lock forever.
+    """
+    if _LIBC is None:
+        return None
+
+    def preexec() -> None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
 
 
 KNOWN_CRASHES = (
@@ -96,6 +118,7 @@ def evaluate(
             [python, "-m", "aka_core.evaluation.worker", str(write_fd)],
             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), start_new_session=True, cwd=scratch,
+            preexec_fn=_die_with_parent(os.getpid()),
             env={**worker_base_environment(), **(env or {}), "PYTHONUNBUFFERED": "1",
                  "PYTHONDONTWRITEBYTECODE": "1"},
         )

@@ -160,10 +160,8 @@ class Worker:
         for case in self.req.cases:
             held_out = case.name in self.req.held_out
             for i, seed in enumerate(self.case_seeds[case.name]):
-                inputs = self.make_inputs(dict(case.params), seed, self.device)
+                inputs, ref, base = self._task_side(case, seed)
                 snap = checking.snapshot_inputs(inputs)
-                ref = checking.as_tensors(self.reference(**inputs))
-                base = checking.as_tensors(self.baseline(**inputs))
                 base_vs_ref = checking.compare_outputs(base, ref, self.req.tolerance)
                 entry: dict[str, Any] = {"case": case.name, "seed_index": i, "held_out": held_out}
                 if not base_vs_ref["passed"]:
@@ -211,6 +209,20 @@ class Worker:
                 entry["passed"] = True
                 checks.append(entry)
         self.result["correctness"]["passed"] = True
+
+    def _task_side(self, case: Any, seed: int) -> tuple[dict[str, Any], list[Any], list[Any]]:
+        """Inputs, reference and baseline outputs: a failure here is the task's, not the candidate's."""
+        step = "the inputs factory"
+        try:
+            inputs = self.make_inputs(dict(case.params), seed, self.device)
+            step = "the reference"
+            ref = checking.as_tensors(self.reference(**inputs))
+            step = "the baseline"
+            base = checking.as_tensors(self.baseline(**inputs))
+        except BaseException as exc:
+            raise CandidateFailure("task_error", f"{step} raised {type(exc).__name__}: {exc} "
+                                   f"(case {case.name})", traceback=_short_tb(exc)) from exc
+        return inputs, ref, base
 
     # ------------------------------------------------------------------ timing
     def fresh_inputs(self, case: Any) -> Iterator[dict[str, Any]]:

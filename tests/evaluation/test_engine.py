@@ -124,6 +124,7 @@ WRONG = {
                            ["candidate modified its inputs x", f"(case {CASE})"]),
     "raises_not_implemented": ("raise NotImplementedError('write me')",
                                ["candidate raised NotImplementedError: write me", f"(case {CASE})"]),
+    "raises_system_exit": ("raise SystemExit(0)", ["candidate raised SystemExit", f"(case {CASE})"]),
 }
 
 
@@ -139,16 +140,6 @@ def test_wrong_candidate_compiles_but_fails_correctness_naming_the_case(
         assert fragment in failure["message"]
     assert gates(record) == (True, False)
     assert record["correctness"]["passed"] is False
-
-
-@pytest.mark.xfail(strict=True, reason="worker.check_correctness catches Exception only: a "
-                   "candidate raising SystemExit escapes as kind 'error', leaving pass_compilation "
-                   "and pass_correctness None instead of a correctness failure")
-def test_candidate_raising_system_exit_fails_correctness(evaluate_source: EvaluateSource) -> None:
-    record = evaluate_source("def scale_add(x, y, alpha):\n    raise SystemExit(0)\n")
-
-    assert record["failure"]["kind"] == "correctness", record["failure"]
-    assert gates(record) == (True, False)
 
 
 def test_syntax_error_is_a_compile_failure_with_file_and_line(
@@ -285,11 +276,12 @@ def test_junk_on_stdout_and_stderr_does_not_break_the_protocol(
     assert b"binary junk" in log, "the candidate's output belongs in the worker log"
 
 
-def test_secret_seed_is_not_in_the_workers_environment_or_argv(
+def test_secret_seed_and_credentials_are_not_in_the_workers_environment_or_argv(
     evaluate_source: EvaluateSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = 0x2F1E3D4C5B6A7988
     monkeypatch.setattr(runner.secrets, "randbits", lambda bits: secret)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-must-not-reach-the-candidate")
     dump = tmp_path / "seen_by_candidate.json"
     record = evaluate_source(f"""\
         import json
@@ -309,6 +301,7 @@ def test_secret_seed_is_not_in_the_workers_environment_or_argv(
     assert gates(record) == (True, True)
     seen = dump.read_text()
     assert json.loads(seen)["argv"], "the dump is empty: the candidate did not run"
+    assert "sk-test-must-not-reach-the-candidate" not in seen, "credentials reach the candidate"
     for form in (str(secret), hex(secret), hex(secret)[2:]):
         assert form not in seen, f"the candidate can read the secret seed ({form})"
         assert form not in json.dumps(record, default=str), "the secret is in the record"

@@ -303,9 +303,6 @@ def test_after_task_observers_run_after_each_result_is_written(shared: SharedRun
 # --------------------------------------------------------------------------- separate runs
 
 
-@pytest.mark.xfail(strict=True, reason="worker.check_correctness lets an exception of the "
-                   "baseline (or reference, or inputs factory) escape as kind 'error' instead of "
-                   "'task_error': the task is recorded as completed with pass_compilation None")
 def test_baseline_raising_when_called_is_a_task_error(
     make_task: Callable[..., Path], tmp_path: Path
 ) -> None:

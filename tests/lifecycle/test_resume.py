@@ -92,6 +92,15 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def gone_within(pids: list[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while any(alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def kill_quietly(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
@@ -174,10 +183,13 @@ def test_resume_after_sigkill_keeps_completed_tasks_and_redoes_the_interrupted_o
     run_dir, code, started, _log = interrupt_mid_task(config, tmp_path, signal.SIGKILL)
     try:
         assert code == -signal.SIGKILL
+        # The worker still had seconds of work (the slow reference) but must not outlive aka:
+        # a hung one would hold the CPU, the GPU and its GPU lock forever.
+        assert gone_within(started, 1.5), "the evaluation worker outlived a SIGKILLed aka"
         before = snapshot_results(run_dir)
         assert sorted(before) == ["demo/a_fast"]
         assert_resumed(run_dir, before, tmp_path)
-    finally:  # a SIGKILLed run cannot stop its evaluation worker (own session); we do
+    finally:
         kill_quietly([p for p in started if alive(p)])
 
     # Resuming a finished run is a no-op that keeps every result as it is.
