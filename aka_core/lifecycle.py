@@ -38,6 +38,8 @@ from aka_core.records import AgentInvocation
 from aka_core.results import agent_cost_path, write_task_result
 from aka_core.workspace import (
     check_and_restore,
+    check_outside_workspace,
+    digests,
     prepare_workspace,
     preserve_baseline,
     remove_tree,
@@ -107,6 +109,8 @@ def _run_task(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> TaskResul
     workspace, baseline, logs = tdir / "workspace", tdir / "baseline", tdir / "logs"
     remove_tree(workspace)
     logs.mkdir(parents=True, exist_ok=True)
+    task_before = digests(task.root)
+    preserve_baseline(task, baseline)  # the evaluator's files, read-only, verified after the agent
     before = prepare_workspace(task, workspace)
     # 3. Agent
     execution = run_agent(ctx, task, workspace, logs)
@@ -115,8 +119,10 @@ def _run_task(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> TaskResul
                        **unstructure(execution.usage)})
     # 4. Integrity
     integrity = check_and_restore(task, workspace, before)
-    # The baseline is copied from the task only now, after the agent: nothing it did can touch it.
-    preserve_baseline(task, baseline)
+    outside = check_outside_workspace(task, baseline, task_before)
+    if outside:
+        log.warning("task files changed outside the workspace", files=outside)
+        integrity = attrs.evolve(integrity, outside_changes=tuple(outside))
     # 5-6. Evaluate and score
     return evaluate_and_score(ctx, task, workspace, baseline, logs, execution, integrity, base)
 
@@ -130,7 +136,7 @@ def run_agent(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> Agen
         invocation = AgentInvocation(
             task=task, workspace=workspace, logs_dir=logs,
             prompt=build_prompt(task, ctx.config.target_gpu_model),
-            timeout_seconds=cfg.timeout_seconds,
+            timeout_seconds=cfg.agent_seconds,
             environment={k: v for k, v in os.environ.items() if k in AGENT_ENV_KEEP},
             target_gpu_model=ctx.config.target_gpu_model,
         )
@@ -150,12 +156,13 @@ def run_agent(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> Agen
 def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline: Path,
                   *, held_out: bool, measure_performance: bool, seeds: int | None,
                   time_reference: bool = False) -> EvaluationRequest:
-    """The evaluator's files (reference, inputs) always come from the task folder itself.
+    """The evaluator's files (reference, inputs) come from ``baseline``: the preserved copy of the
+    task, verified after the agent ran; never from the workspace.
 
     Folders are sent as absolute paths: the worker runs in a scratch folder of its own.
     """
     cases, hidden = cases_for(task, device=ctx_device, held_out=held_out)
-    root = str(task.root.resolve())
+    root = str(baseline.resolve())
     return EvaluationRequest(
         task_id=task.id, backend=task.backend,
         reference=SideRef(root=root, ref=task.reference),
@@ -217,6 +224,10 @@ def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],
              detail="" if integrity.ok else
              "the agent changed protected files (restored before evaluation): "
              + ", ".join(integrity.restored_files)),
+        Gate(name="evaluator_files_untouched", passed=integrity.evaluator_files_intact,
+             detail="" if integrity.evaluator_files_intact else
+             "task files changed outside the workspace while the agent ran (evaluated with an "
+             "intact copy): " + ", ".join(integrity.outside_changes)),
     ]
     if failure.get("kind") in ("wall_clock", "timeout", "crashed") and failure.get("phase") == "timing":
         checks.append(Gate(name="timing_sound", passed=False, detail=failure.get("message", "")))

@@ -20,7 +20,14 @@ class AgentConfig:
     template: str
     budget_mode: Literal["time"] = "time"
     timeout_seconds: float = 3600.0
+    evaluation_reserve_seconds: float = 120.0
+    """Part of ``timeout_seconds`` kept for the final evaluation (at most half of it)."""
     options: dict[str, Any] = attrs.Factory(dict)
+
+    @property
+    def agent_seconds(self) -> float:
+        """The agent's own time: the task budget less the reserve for the final evaluation."""
+        return self.timeout_seconds - min(self.evaluation_reserve_seconds, self.timeout_seconds / 2)
 
 
 @attrs.frozen(kw_only=True)
@@ -174,6 +181,13 @@ class IntegrityReport:
     """Protected files the agent changed or removed; restored from the task before evaluation."""
     added_files: tuple[str, ...] = ()
     """Files the agent added; kept in the workspace, ignored unless imported by editable files."""
+    outside_changes: tuple[str, ...] = ()
+    """Task files changed outside the workspace during the agent step (the task's own folder or
+    the run's preserved copy): the evaluation uses an intact copy and the candidate is rejected."""
+
+    @property
+    def evaluator_files_intact(self) -> bool:
+        return not self.outside_changes
 
 
 @attrs.frozen(kw_only=True)

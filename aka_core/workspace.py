@@ -69,10 +69,32 @@ def prepare_workspace(task: Task, dest: Path) -> dict[str, str]:
 
 
 def preserve_baseline(task: Task, dest: Path) -> None:
-    """A fresh read-only copy of the task, made after the agent ran: what the baseline loads from."""
+    """A fresh read-only copy of the task: what the evaluator loads reference, inputs and
+    baseline from."""
     remove_tree(dest)
     copy_task(task, dest)
     make_read_only(dest)
+
+
+def _differences(before: dict[str, str], now: dict[str, str]) -> list[str]:
+    return sorted(rel for rel in set(before) | set(now) if before.get(rel) != now.get(rel))
+
+
+def check_outside_workspace(task: Task, baseline: Path, before: dict[str, str]) -> list[str]:
+    """Task files changed outside the workspace while the agent ran (``before``: digests of the
+    task folder taken before it). Leaves ``baseline`` an intact copy, or raises when none is left.
+    """
+    from aka_core.errors import AkaError
+
+    in_task = _differences(before, digests(task.root))
+    in_copy = _differences(before, digests(baseline))
+    if in_copy and not in_task:
+        preserve_baseline(task, baseline)
+    elif in_copy and in_task:
+        raise AkaError("both the task folder and the run's preserved copy of it changed while the "
+                       "agent ran; no intact copy of the evaluator's files is left")
+    return [f"{task.id}/{rel} (task folder)" for rel in in_task] + [
+        f"baseline/{rel} (preserved copy)" for rel in in_copy]
 
 
 def copy_task(task: Task, dest: Path) -> None:

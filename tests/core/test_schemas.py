@@ -74,7 +74,7 @@ def test_unknown_key_without_close_match_lists_valid_keys() -> None:
     text = "agent: {template: noop, zzz: 1}\ntasks: [a]\ntarget_gpu_model: H100\n"
     (message,) = problems_of(text)
     assert "agent.zzz: unknown key" in message
-    assert "template, budget_mode, timeout_seconds, options" in message
+    assert "template, budget_mode, timeout_seconds, evaluation_reserve_seconds, options" in message
 
 
 def test_wrong_type_says_what_was_expected_and_what_was_given() -> None:

@@ -225,7 +225,8 @@ def test_correct_candidate_result_keeps_each_question_in_its_own_field(shared: S
     assert result.candidate_accepted is True
     assert result.acceptance is not None
     assert {g.name: g.passed for g in result.acceptance.gates} == {
-        "compiles": True, "correct": True, "protected_files_unchanged": True}
+        "compiles": True, "correct": True, "protected_files_unchanged": True,
+        "evaluator_files_untouched": True}
     assert result.integrity is not None and result.integrity.changed_files == ("kernel.py",)
 
 
