@@ -208,6 +208,52 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_selfcheck(args: argparse.Namespace) -> int:
+    from aka_core.selfcheck import render, selfcheck
+
+    result = selfcheck(Path(args.workspace), _host(), device=args.device,
+                       timing=not args.no_timing)
+    if args.json:
+        _print_json(result)
+    else:
+        print(render(result))
+    return EXIT_OK if result["pass_correctness"] else EXIT_FAILURE
+
+
+def cmd_check_agents(args: argparse.Namespace) -> int:
+    from aka_core.agent_runtime import AgentCheck
+    from aka_core.config import load_run_config
+
+    host = _host()
+    checks: list[AgentCheck] = []
+    for path in args.configs:
+        config = load_run_config(Path(path), host)
+        agent = host.agent(config.agent.template).factory(dict(config.agent.options))
+        if hasattr(agent, "check"):
+            checks.append(agent.check())
+        else:
+            checks.append(AgentCheck(agent=config.agent.template, installed=True,
+                                     authenticated=True, detail="runs in-process: nothing to "
+                                     "install or log in to"))
+    if args.json:
+        _print_json([{**attrs_asdict(c), "ready": c.ready} for c in checks])
+    else:
+        for c in checks:
+            auth = {True: "authenticated", False: "NOT authenticated", None: "login unknown"}[
+                c.authenticated]
+            state = "ready" if c.ready else "NOT READY"
+            installed = f"installed ({c.version or 'version unknown'})" if c.installed else \
+                "NOT installed"
+            print(f"{c.agent:<14} {state:<9}  {installed}, {auth}; {c.detail}")
+    return EXIT_OK if all(c.ready for c in checks) else EXIT_FAILURE
+
+
+def attrs_asdict(obj: Any) -> dict[str, Any]:
+    import attrs
+
+    return attrs.asdict(obj)
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -265,6 +311,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.add_argument("--full", action="store_true", help="print the full result as YAML")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("selfcheck", help="check a workspace's candidate (advisory; for agents)")
+    p.add_argument("workspace", nargs="?", default=".", help="the task workspace (default: here)")
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--no-timing", action="store_true", help="build and correctness only")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_selfcheck)
+
+    p = sub.add_parser("check-agents", help="is each config's agent CLI installed and logged in?")
+    p.add_argument("configs", nargs="+", metavar="CONFIG", help="run config files")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_check_agents)
 
     p = sub.add_parser("report", help="regenerate and print a run's reports")
     p.add_argument("run_dir")

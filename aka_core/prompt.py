@@ -1,8 +1,23 @@
-"""The prompt an agent gets for a task: instructions, files, target and rules."""
+"""The prompt an agent gets for a task: instructions, files, target, rules and how to check work."""
 
 from __future__ import annotations
 
 from aka_core.models import Task
+
+
+def _target_line(target_gpu_model: str) -> str:
+    from aka_core import gpus
+
+    try:
+        model = gpus.gpu_model(target_gpu_model)
+    except Exception:
+        return target_gpu_model
+    if model.is_cpu:
+        return "none (CPU only: correctness runs through the interpreter; nothing is timed)"
+    parts = [p for p in (model.vendor, model.architecture,
+                         f"compute capability {model.compute_capability}"
+                         if model.compute_capability else None) if p]
+    return f"{model.name} ({', '.join(parts)})"
 
 
 def build_prompt(task: Task, target_gpu_model: str) -> str:
@@ -13,16 +28,22 @@ def build_prompt(task: Task, target_gpu_model: str) -> str:
 {task.instructions.strip()}
 
 Files you may edit: {editable}
-Entrypoint the evaluator calls: {task.entrypoint}
-Target GPU: {target_gpu_model}
+Entrypoint the evaluator calls: {task.entrypoint} (with the keyword arguments the task's inputs
+factory builds; see {task.inputs.split(":")[0]})
+Target GPU: {_target_line(target_gpu_model)}
 Visible cases (held-out cases with other shapes are evaluated too):
 {cases}
 
 Rules:
 - Only the editable files count. Every other file in this folder (reference, inputs, task.yaml)
-  is restored from the task before evaluation; changing them rejects the candidate.
+  is restored from the task before evaluation; changing them, or any file outside this folder,
+  rejects the candidate.
 - The evaluator checks correctness against the reference on fresh random inputs from a secret seed,
   on visible and held-out cases, and times your code against the baseline on the GPU.
 - Hard-coded answers, shape-specific shortcuts that fail held-out cases, caching results across
   calls, and timing tricks score zero.
+
+Checking your work: run `aka selfcheck` in this folder. It builds your code, checks it on the
+visible cases and times it briefly against the baseline. It is advisory: the final evaluation is
+independent, uses other random inputs and also runs the held-out cases.
 """

@@ -1,0 +1,76 @@
+"""``aka selfcheck``: what an agent runs inside its workspace to check its own work.
+
+It builds the candidate, checks it on the visible cases and times it briefly against the baseline,
+through the same worker as the final evaluation. It never sees the held-out cases (the workspace's
+task.yaml does not list them) nor the final evaluation's secret seed (each evaluation draws its
+own). Its answer is advisory: the final evaluation is independent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from aka_core.errors import AkaError
+from aka_core.evaluation import runner
+from aka_core.host import PluginHost
+from aka_core.lifecycle import build_request, worker_env
+from aka_core.models import TimingPolicy
+from aka_core.operator_tasks import load_task
+
+QUICK_TIMING = TimingPolicy(method="auto", min_pairs=10, max_pairs=40, target_ci_percent=1.0,
+                            max_seconds_per_case=2.0)
+
+
+def find_baseline(workspace: Path) -> Path:
+    """The preserved copy of the task next to the workspace (``<task>/baseline``)."""
+    sibling = workspace.parent / "baseline"
+    if (sibling / "task.yaml").is_file():
+        return sibling
+    raise AkaError(f"no baseline copy next to {workspace} (expected {sibling}); run selfcheck in "
+                   "a task workspace that aka created")
+
+
+def selfcheck(workspace: Path, host: PluginHost, *, device: str = "auto",
+              timing: bool = True) -> dict[str, Any]:
+    from aka_core.api import require_runnable, resolve_device
+
+    workspace = workspace.resolve()
+    if not (workspace / "task.yaml").is_file():
+        raise AkaError(f"{workspace} holds no task.yaml: run `aka selfcheck` in a task workspace")
+    task = load_task(workspace, workspace.parent.name, host)
+    baseline = find_baseline(workspace)
+    device = resolve_device(device)
+    require_runnable(task, device)
+    request = build_request(device, task, workspace, baseline, held_out=False,
+                            measure_performance=timing, seeds=2)
+    request = attrs.evolve(request, timing=QUICK_TIMING)
+    log_path = workspace.parent / "logs" / "selfcheck.log"
+    record = runner.evaluate(request, env=worker_env(host, task.backend, device),
+                             log_path=log_path if log_path.parent.is_dir() else None)
+    gates = runner.outcome(record)
+    return {"task": task.id, "device": device, "advisory": True, **gates, "evaluation": record}
+
+
+def render(result: dict[str, Any]) -> str:
+    ev = result["evaluation"]
+    failure = ev.get("failure") or {}
+    lines = [f"selfcheck of {result['task']} on {result['device']} (advisory: the final "
+             "evaluation is independent and also runs held-out cases)",
+             f"  builds:   {result['pass_compilation']}",
+             f"  correct:  {result['pass_correctness']}  (visible cases only)"]
+    if failure:
+        where = f" at {failure['file']}:{failure.get('line')}" if failure.get("file") else ""
+        lines.append(f"  problem:  {failure.get('message')}{where}")
+    perf = ev.get("performance") or {}
+    if result["performance_measured"]:
+        lo, hi = perf["ci95"]
+        lines.append(f"  speedup:  {perf['speedup']:.3f} (95% CI {lo:.3f}..{hi:.3f}, quick timing)")
+        for case in perf.get("cases", []):
+            lines.append(f"    {case['case']}: {case['baseline_median_ms']:.4f} ms -> "
+                         f"{case['candidate_median_ms']:.4f} ms")
+    else:
+        lines.append(f"  speedup:  not measured ({perf.get('reason_not_measured', 'see problem')})")
+    return "\n".join(lines)
