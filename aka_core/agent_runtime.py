@@ -36,6 +36,7 @@ from aka_core.records import AgentInvocation
 GRACE_SECONDS = 10.0
 VERSION_TIMEOUT = 20.0
 MAX_EVENTS_KEPT = 20_000
+KEEP_FIRST_EVENTS = 50
 
 
 @attrs.frozen(kw_only=True)
@@ -109,8 +110,8 @@ class CliAgent:
     version_args: ClassVar[tuple[str, ...]] = ("--version",)
     auth_status_args: ClassVar[tuple[str, ...] | None] = None
     auth_failure_markers: ClassVar[tuple[str, ...]] = (
-        "not logged in", "please log in", "unauthorized", "invalid api key", "authentication",
-        "401",
+        "not logged in", "please log in", "unauthorized", "invalid api key",
+        "authentication failed", "authentication_error", "status 401", "401 unauthorized",
     )
 
     def __init__(self, options: Mapping[str, Any] | None = None):
@@ -130,8 +131,14 @@ class CliAgent:
         return shutil.which(wanted, path=path_env if path_env is not None else
                             os.environ.get("PATH"))
 
-    def environment(self, invocation: AgentInvocation, private_home: Path) -> dict[str, str]:
-        env = dict(invocation.environment)
+    def environment(self, invocation: AgentInvocation | None, private_home: Path) -> dict[str, str]:
+        """What the CLI sees: the lifecycle's clean environment, its credentials, a private HOME."""
+        if invocation is not None:
+            env = dict(invocation.environment)
+        else:  # `aka check-agents`: the same variables a run keeps
+            from aka_core.lifecycle import AGENT_ENV_KEEP
+
+            env = {k: v for k, v in os.environ.items() if k in AGENT_ENV_KEEP}
         for key in (*self.credential_env, *self.options.get("pass_env", [])):
             if key in os.environ:
                 env[key] = os.environ[key]
@@ -139,19 +146,31 @@ class CliAgent:
         env["XDG_CONFIG_HOME"] = str(private_home / ".config")
         env["XDG_CACHE_HOME"] = str(private_home / ".cache")
         if self.config_dir_env:
-            env[self.config_dir_env] = str(self.options.get("config_dir")
-                                           or private_home / f".{self.name}")
+            configured = self.options.get("config_dir")
+            folder = (Path(configured).expanduser().resolve() if configured
+                      else private_home / f".{self.name}")
+            folder.mkdir(parents=True, exist_ok=True)  # some CLIs refuse a missing config folder
+            env[self.config_dir_env] = str(folder)
         return env
 
-    def version(self, executable: str) -> str | None:
+    def auth_status_ok(self, returncode: int, stdout: str, stderr: str) -> bool | None:
+        """Whether the CLI's status command says it is logged in (override for odd CLIs)."""
+        return returncode == 0
+
+    def version(self, executable: str, env: Mapping[str, str] | None = None) -> str | None:
         try:
             out = subprocess.run([executable, *self.version_args], capture_output=True,
                                  text=True, timeout=VERSION_TIMEOUT, check=False,
-                                 stdin=subprocess.DEVNULL)
+                                 stdin=subprocess.DEVNULL, env=dict(env) if env else None)
         except (OSError, subprocess.TimeoutExpired):
             return None
         text = (out.stdout or out.stderr).strip()
         return text.splitlines()[0][:200] if text else None
+
+    def classify(self, run: CliRun) -> str | None:
+        """A status read from the CLI's own events (e.g. an error result with exit 0), or None
+        to use the exit code: override for CLIs that need it."""
+        return None
 
     def is_auth_failure(self, run: CliRun) -> bool:
         text = run.stderr_tail.lower()
@@ -160,15 +179,22 @@ class CliAgent:
         return run.exit_code not in (0, None) and any(m in text for m in self.auth_failure_markers)
 
     def check(self) -> AgentCheck:
-        """Installed? Which version? Logged in (by the CLI's own status command)?"""
-        exe = self.resolve_executable()
+        """Installed? Which version? Logged in (by the CLI's own status command), in the same
+        environment a run gives it (private HOME, the configured config folder, credentials)?"""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="aka-check-") as home:
+            return self._check(self.environment(None, Path(home)))
+
+    def _check(self, env: dict[str, str]) -> AgentCheck:
+        exe = self.resolve_executable(env.get("PATH"))
         if exe is None:
             return AgentCheck(agent=self.name, installed=False,
                               detail=f"{self.options.get('executable', self.executable)!r} is not "
                                      "on PATH")
-        version = self.version(exe)
+        version = self.version(exe, env)
         if self.auth_status_args is None:
-            have_key = [k for k in self.credential_env if os.environ.get(k)]
+            have_key = [k for k in self.credential_env if env.get(k)]
             return AgentCheck(agent=self.name, installed=True, version=version,
                               authenticated=True if have_key else None,
                               detail=("credentials from " + ", ".join(have_key)) if have_key else
@@ -176,13 +202,14 @@ class CliAgent:
                               + " or ".join(self.credential_env or ("its login",)))
         try:
             out = subprocess.run([exe, *self.auth_status_args], capture_output=True, text=True,
-                                 timeout=VERSION_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
+                                 timeout=VERSION_TIMEOUT, check=False, stdin=subprocess.DEVNULL,
+                                 env=env)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return AgentCheck(agent=self.name, installed=True, version=version,
                               authenticated=None, detail=f"status command failed: {exc}")
         detail = (out.stdout or out.stderr).strip().splitlines()
         return AgentCheck(agent=self.name, installed=True, version=version,
-                          authenticated=out.returncode == 0,
+                          authenticated=self.auth_status_ok(out.returncode, out.stdout, out.stderr),
                           detail=detail[0][:200] if detail else f"exit {out.returncode}")
 
     def run(self, invocation: AgentInvocation) -> AgentExecution:
@@ -196,7 +223,7 @@ class CliAgent:
                                   message=f"{self.options.get('executable', self.executable)!r} "
                                           "is not on PATH: install the CLI or set "
                                           "agent.options.executable")
-        version = self.version(exe)
+        version = self.version(exe, env)
         try:
             cmd = self.command(invocation, exe)
         except Exception as exc:
@@ -213,8 +240,11 @@ class CliAgent:
             usage_note = f"; usage unreadable: {type(exc).__name__}: {exc}"
         else:
             usage_note = ""
+        classified = None if run.timed_out else self.classify(run)
         if run.timed_out:
             status = "timed_out"
+        elif classified is not None:
+            status = classified
         elif run.exit_code == 0:
             status = "completed"
         elif self.is_auth_failure(run):
@@ -294,8 +324,9 @@ def _pump_events(proc: subprocess.Popen[bytes], out: Any, result: CliRun) -> Non
         else:
             out.write(line + "\n")
             result.events.append(event)
-            if len(result.events) > MAX_EVENTS_KEPT:  # keep the latest: final results come last
-                del result.events[: MAX_EVENTS_KEPT // 2]
+            if len(result.events) > MAX_EVENTS_KEPT:
+                # Keep the first events (session/model info) and the latest (final results).
+                del result.events[KEEP_FIRST_EVENTS: KEEP_FIRST_EVENTS + MAX_EVENTS_KEPT // 2]
                 result.dropped_events += MAX_EVENTS_KEPT // 2
         out.flush()
 

@@ -45,6 +45,24 @@ class EvaluationConfig:
 
 
 @attrs.frozen(kw_only=True)
+class ResourcesConfig:
+    """The GPUs a run may use on this host; without any, tasks run one after another, as before.
+
+    ``gpus`` and ``gpu_groups`` are mutually exclusive: each id (or group) is a slot that gets
+    ``workers_per_gpu`` worker processes, each seeing only the slot's devices. Ids count the GPUs
+    this host shows aka (after any ``CUDA_VISIBLE_DEVICES`` it was started with).
+    """
+
+    gpus: tuple[int, ...] | None = None
+    gpu_groups: tuple[tuple[int, ...], ...] | None = None
+    workers_per_gpu: int = 1
+    """Workers sharing each GPU (or group): agents overlap; the GPU lock keeps checks and timing
+    exclusive."""
+    vendor: Literal["auto", "nvidia", "amd"] = "auto"
+    """Which visibility variables restrict a worker; auto: the vendor of this host's GPU."""
+
+
+@attrs.frozen(kw_only=True)
 class RunConfig:
     agent: AgentConfig
     tasks: tuple[str, ...]
@@ -55,6 +73,7 @@ class RunConfig:
     scorer: NamedPluginConfig = attrs.Factory(lambda: NamedPluginConfig(name="speedup"))
     executor: NamedPluginConfig = attrs.Factory(lambda: NamedPluginConfig(name="local"))
     evaluation: EvaluationConfig = attrs.Factory(EvaluationConfig)
+    resources: ResourcesConfig = attrs.Factory(ResourcesConfig)
     source: str | None = None
     """The file the config was read from (not part of the schema)."""
 
@@ -152,7 +171,9 @@ class AgentUsage:
 
     model: str | None = None
     input_tokens: int | None = None
+    """All input (prompt) tokens the model processed, cached ones included."""
     cached_input_tokens: int | None = None
+    """The part of ``input_tokens`` read from the provider's prompt cache."""
     output_tokens: int | None = None
     cost_usd: float | None = None
     turns: int | None = None

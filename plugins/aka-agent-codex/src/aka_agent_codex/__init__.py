@@ -1,0 +1,177 @@
+"""The ``codex`` agent: OpenAI's Codex CLI run headless (``codex exec``) in the task workspace.
+
+One launch per task, JSON Lines on stdout, the prompt on stdin::
+
+    codex exec --json --color never --skip-git-repo-check \\
+        --dangerously-bypass-approvals-and-sandbox --cd WORKSPACE \\
+        [-m MODEL] [-p PROFILE] [-c model_reasoning_effort="E"] [-c model_provider="P"] \\
+        [extra_args ...] -
+
+The shared runtime (``aka_core.agent_runtime``) runs it in the workspace, streams its events to
+``logs/agent.jsonl``, stops it at the budget and records the execution. What this module adds is
+the command line and the reading of usage from Codex's own events:
+
+- ``turn.completed`` carries ``usage`` with ``input_tokens``, ``cached_input_tokens`` and
+  ``output_tokens``. Codex fills it from the thread's running total (not a per-turn delta), so the
+  last ``turn.completed`` holds the whole run's tokens; ``codex exec`` stops after its one turn.
+- ``turns`` is the number of ``turn.completed`` events; the format has no cost, so ``cost_usd``
+  stays None.
+- No event names the model. ``model`` is the one this agent passed with ``-m`` (None when Codex
+  chose its default), or the target of a ``model rerouted: A -> B`` notice when Codex reports one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+
+from aka_core import hookimpl
+from aka_core.agent_runtime import (
+    AgentCheck,
+    CliAgent,
+    CliCommand,
+    as_int,
+    common_agent_options_schema,
+)
+from aka_core.models import AgentUsage
+from aka_core.records import AgentInvocation, AgentSpec
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+CONFIG_SCHEMA: dict[str, Any] = common_agent_options_schema({
+    "reasoning_effort": {
+        "enum": list(REASONING_EFFORTS),
+        "description": "Passed as -c model_reasoning_effort=...; which values a model accepts "
+                       "depends on the model. Unset: Codex's default.",
+    },
+    "model_provider": {
+        "type": "string", "minLength": 1,
+        "description": "Passed as -c model_provider=...: a built-in provider id or one defined "
+                       "under [model_providers] in the config folder's config.toml.",
+    },
+    "profile": {
+        "type": "string", "minLength": 1,
+        "description": "Passed as --profile: a [profiles.NAME] table of config.toml (needs "
+                       "config_dir, since a fresh config folder has no config.toml).",
+    },
+})
+
+# ``codex exec`` prints these (in error events or on stderr) when its credentials are refused
+# or missing. Bare "401" is left out: token counts in the events can contain those digits.
+AUTH_FAILURE_MARKERS = (
+    "unauthorized", "not logged in", "please log in", "incorrect api key", "invalid api key",
+    "codex login",
+)
+
+_REROUTED = re.compile(r"^model rerouted: (?P<source>\S+) -> (?P<target>\S+)")
+
+
+class CodexAgent(CliAgent):
+    """``codex exec --json`` with its sandbox and approvals bypassed, rooted in the workspace."""
+
+    name: ClassVar[str] = "codex"
+    executable: ClassVar[str] = "codex"
+    # CODEX_API_KEY is the key ``codex exec`` itself reads; OPENAI_API_KEY is read by model
+    # providers whose env_key names it (the CLI's own login ignores it).
+    credential_env: ClassVar[tuple[str, ...]] = ("CODEX_API_KEY", "OPENAI_API_KEY")
+    config_dir_env: ClassVar[str | None] = "CODEX_HOME"
+    version_args: ClassVar[tuple[str, ...]] = ("--version",)
+    auth_status_args: ClassVar[tuple[str, ...] | None] = ("login", "status")
+    auth_failure_markers: ClassVar[tuple[str, ...]] = AUTH_FAILURE_MARKERS
+
+    def command(self, invocation: AgentInvocation, executable: str) -> CliCommand:
+        argv = [executable, "exec", "--json", "--color", "never", "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--cd", str(invocation.workspace.resolve())]
+        if self.options.get("model"):
+            argv += ["--model", self.options["model"]]
+        if self.options.get("profile"):
+            argv += ["--profile", self.options["profile"]]
+        if self.options.get("reasoning_effort"):
+            argv += ["-c", f"model_reasoning_effort={toml_string(self.options['reasoning_effort'])}"]
+        if self.options.get("model_provider"):
+            argv += ["-c", f"model_provider={toml_string(self.options['model_provider'])}"]
+        argv += list(self.options.get("extra_args", []))
+        # "-": read the prompt from stdin (no argv length limit, no quoting issues).
+        argv.append("-")
+        return CliCommand(argv=argv, stdin=invocation.prompt)
+
+    def environment(self, invocation: AgentInvocation | None,
+                    private_home: Path) -> dict[str, str]:
+        env = super().environment(invocation, private_home)
+        # Codex refuses to start when CODEX_HOME names a folder that does not exist, and resolves
+        # a relative one against its own working directory (the workspace).
+        home = Path(env["CODEX_HOME"]).expanduser().absolute()
+        env["CODEX_HOME"] = str(home)
+        if home.is_relative_to(private_home.absolute()):
+            home.mkdir(parents=True, exist_ok=True)
+        return env
+
+    def usage(self, events: list[dict[str, Any]]) -> AgentUsage:
+        model = self.options.get("model")
+        last: dict[str, Any] | None = None
+        turns = 0
+        for event in events:
+            kind = event.get("type")
+            if kind == "turn.completed":
+                turns += 1
+                tokens = event.get("usage")
+                last = tokens if isinstance(tokens, dict) else {}
+            elif kind == "item.completed":
+                rerouted = _rerouted_to(event.get("item"))
+                if rerouted:
+                    model = rerouted
+        tokens = last or {}
+        return AgentUsage(
+            model=model or None,
+            input_tokens=as_int(tokens.get("input_tokens")),
+            cached_input_tokens=as_int(tokens.get("cached_input_tokens")),
+            output_tokens=as_int(tokens.get("output_tokens")),
+            cost_usd=None,  # Codex reports no cost
+            turns=turns or None,
+        )
+
+    def check(self) -> AgentCheck:
+        """The runtime's check; ``codex login status`` reads only the stored login, while
+        ``codex exec`` also accepts CODEX_API_KEY, so a set key counts as a login."""
+        found = super().check()
+        if found.installed and found.authenticated is not True and os.environ.get("CODEX_API_KEY"):
+            return attrs.evolve(found, authenticated=True,
+                                detail="CODEX_API_KEY is set (codex exec reads it; "
+                                       f"`codex login status` said: {found.detail})")
+        return found
+
+
+def toml_string(value: str) -> str:
+    """``value`` as a TOML basic string, the way ``-c key=value`` parses its right-hand side."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _rerouted_to(item: Any) -> str | None:
+    """The model of a ``model rerouted: A -> B (...)`` notice, which Codex emits as an error
+    item when the service answers with another model than the one asked for."""
+    if not isinstance(item, dict) or item.get("type") != "error":
+        return None
+    match = _REROUTED.match(str(item.get("message", "")))
+    return match["target"] if match else None
+
+
+def make_agent(options: dict[str, Any]) -> CodexAgent:
+    return CodexAgent(options)
+
+
+@hookimpl
+def aka_register_agents() -> list[AgentSpec]:
+    return [
+        AgentSpec(
+            name="codex",
+            factory=make_agent,
+            description="OpenAI's Codex CLI (codex exec --json) in the task workspace",
+            config_schema=CONFIG_SCHEMA,
+        )
+    ]
