@@ -1,0 +1,184 @@
+"""The ``deepseek`` agent: DeepSeek Harness (``dsh``) run headless in the task workspace.
+
+The command line (see README.md, "Sources", for where each piece is documented)::
+
+    dsh --profile headless [--patch FILE]... --json - [extra_args...]      (task on stdin)
+
+``--profile headless`` boots dsh's one-shot app, ``--patch`` adds launcher overlays (one of them
+sets the model when ``model`` is given), ``--json`` makes stdout newline-delimited run events and
+``-`` reads the task from stdin. ``DSH_PERMISSION_MODE`` (default ``workspace-write``) confines the
+agent's file effects to its working directory, which is the workspace.
+
+Usage comes only from the event stream: each ``{"type": "status", "phase": "step_end"}`` event
+carries the provider's token counts for that model step (``inputTokens`` without cache reads,
+``cacheReadTokens``, ``cacheWriteTokens``, ``outputTokens``). The stream reports no model name and
+no cost, so those stay None.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from aka_core import hookimpl
+from aka_core.agent_runtime import (
+    MAX_EVENTS_KEPT,
+    CliAgent,
+    CliCommand,
+    as_int,
+    common_agent_options_schema,
+)
+from aka_core.models import AgentUsage
+from aka_core.records import AgentInvocation, AgentSpec
+
+DEFAULT_HEADLESS_ARGS: tuple[str, ...] = ("--profile", "headless")
+DEFAULT_OUTPUT_FORMAT_ARGS: tuple[str, ...] = ("--json",)
+STDIN_TASK = "-"
+"""dsh's marker for "read the task from stdin"."""
+DEFAULT_PROVIDER = "deepseek-official"
+"""The provider route dsh's base bundle ships for DeepSeek's own API."""
+PERMISSION_MODES = ("read-only", "workspace-write", "danger-full-access")
+MODEL_PATCH_FILE = "dsh-model.patch.yml"
+
+CONFIG_SCHEMA: dict[str, Any] = common_agent_options_schema({
+    "provider": {
+        "type": "string", "minLength": 1,
+        "description": f"Provider route of `model` (dsh's `agent-default-model` row); default "
+                       f"{DEFAULT_PROVIDER!r}. Needs `model`.",
+    },
+    "reasoning_effort": {
+        "type": "string", "minLength": 1,
+        "description": "Reasoning effort level for `model` (for example high or max; the levels "
+                       "depend on the model). Needs `model`.",
+    },
+    "permission_mode": {
+        "enum": list(PERMISSION_MODES), "default": "workspace-write",
+        "description": "DSH_PERMISSION_MODE: workspace-write lets the agent write only under its "
+                       "working directory (the workspace); danger-full-access lifts the sandbox "
+                       "entirely.",
+    },
+    "patches": {
+        "type": "array", "items": {"type": "string", "minLength": 1},
+        "description": "More dsh patch overlays (`--patch FILE`), in order; relative paths are "
+                       "relative to the current directory.",
+    },
+    "telemetry": {
+        "type": "boolean", "default": False,
+        "description": "Leave dsh's feedback telemetry on (off by default: "
+                       "DSH_TELEMETRY_DISABLED=1).",
+    },
+    "headless_args": {
+        "type": "array", "items": {"type": "string"}, "default": list(DEFAULT_HEADLESS_ARGS),
+        "description": "The launcher arguments that select the one-shot app.",
+    },
+    "output_format_args": {
+        "type": "array", "items": {"type": "string"}, "default": list(DEFAULT_OUTPUT_FORMAT_ARGS),
+        "description": "The app arguments that make stdout a JSON event stream.",
+    },
+})
+CONFIG_SCHEMA["dependentRequired"] = {"provider": ["model"], "reasoning_effort": ["model"]}
+
+
+class DeepSeekAgent(CliAgent):
+    """DeepSeek Harness's ``dsh``, one headless task per invocation."""
+
+    name: ClassVar[str] = "deepseek"
+    executable: ClassVar[str] = "dsh"
+    credential_env: ClassVar[tuple[str, ...]] = ("DEEPSEEK_API_KEY",)
+    config_dir_env: ClassVar[str | None] = "DSH_HOME"
+    version_args: ClassVar[tuple[str, ...]] = ("--version",)
+    auth_status_args: ClassVar[tuple[str, ...] | None] = None  # dsh has no login-status command
+    auth_failure_markers: ClassVar[tuple[str, ...]] = (
+        "missing_credential",  # a credential reference that resolves to nothing
+        "dsh: auth:",  # `dsh: <code>: <message>` on stderr; HTTP 401/403 map to code AUTH
+        '"code": "auth"',
+        "authentication fails",  # the DeepSeek API's own 401 message
+        "invalid api key",
+        "unauthorized",
+    )
+
+    def command(self, invocation: AgentInvocation, executable: str) -> CliCommand:
+        options = self.options
+        argv = [executable, *options.get("headless_args", DEFAULT_HEADLESS_ARGS)]
+        for patch in options.get("patches", []):
+            argv += ["--patch", str(Path(patch).expanduser().resolve())]
+        model_patch = self.write_model_patch(invocation.logs_dir)
+        if model_patch is not None:  # last, so that it wins over the user's overlays
+            argv += ["--patch", str(model_patch)]
+        argv += [*options.get("output_format_args", DEFAULT_OUTPUT_FORMAT_ARGS), STDIN_TASK,
+                 *options.get("extra_args", [])]
+        env = {"DSH_PERMISSION_MODE": options.get("permission_mode", "workspace-write")}
+        if not options.get("telemetry", False):
+            env["DSH_TELEMETRY_DISABLED"] = "1"
+        return CliCommand(argv=argv, stdin=invocation.prompt, env=env)
+
+    def write_model_patch(self, logs_dir: Path) -> Path | None:
+        """A patch overlay that replaces the config of dsh's ``agent-default-model`` row (the model
+        fresh sessions start on); None when no ``model`` is set. JSON is valid YAML."""
+        model = self.options.get("model")
+        if not model:
+            if self.options.get("provider") or self.options.get("reasoning_effort"):
+                raise ValueError("provider and reasoning_effort need agent.options.model")
+            return None
+        config = {"provider": self.options.get("provider", DEFAULT_PROVIDER), "model": model}
+        if self.options.get("reasoning_effort"):
+            config["reasoningEffort"] = self.options["reasoning_effort"]
+        path = logs_dir / MODEL_PATCH_FILE
+        path.write_text(json.dumps([{"id": "agent-default-model", "config": config}], indent=2)
+                        + "\n", encoding="utf-8")
+        return path
+
+    def usage(self, events: list[dict[str, Any]]) -> AgentUsage:
+        """Sums the per-step usage of ``status``/``step_end`` events.
+
+        ``input_tokens`` counts every prompt token, cache hits included (the DeepSeek API's
+        ``prompt_tokens``); dsh reports ``inputTokens`` without cache reads and writes, so they are
+        added back. A step without usage (dsh omits it when any attempt went unreported) makes the
+        totals unknown, and a step without ``cacheReadTokens`` makes the cached total unknown: a
+        partial sum would read as an exact one.
+        """
+        if _start_was_dropped(events):
+            return AgentUsage()
+        steps = [e for e in events if e.get("type") == "status" and e.get("phase") == "step_end"]
+        if not steps:
+            return AgentUsage()
+        inputs: list[int | None] = []
+        outputs: list[int | None] = []
+        cached: list[int | None] = []
+        for step in steps:
+            usage = step.get("usage")
+            usage = usage if isinstance(usage, dict) else {}
+            uncached = as_int(usage.get("inputTokens"))
+            read = as_int(usage.get("cacheReadTokens"))
+            write = as_int(usage.get("cacheWriteTokens"))
+            inputs.append(None if uncached is None else uncached + (read or 0) + (write or 0))
+            outputs.append(as_int(usage.get("outputTokens")))
+            cached.append(read)
+        return AgentUsage(input_tokens=_total(inputs), cached_input_tokens=_total(cached),
+                          output_tokens=_total(outputs), turns=len(steps))
+
+
+def _total(values: list[int | None]) -> int | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def _start_was_dropped(events: list[dict[str, Any]]) -> bool:
+    """The runtime keeps only the latest events of a very long run; once the opening ``session``
+    event is gone, earlier steps are missing and no sum over the rest would be a total."""
+    return (len(events) >= MAX_EVENTS_KEPT // 2
+            and (not events or events[0].get("type") != "session"))
+
+
+def make_agent(options: dict[str, Any]) -> DeepSeekAgent:
+    return DeepSeekAgent(options)
+
+
+@hookimpl
+def aka_register_agents() -> list[AgentSpec]:
+    return [AgentSpec(
+        name="deepseek",
+        factory=make_agent,
+        description="DeepSeek Harness (dsh --profile headless --json), task on stdin",
+        config_schema=CONFIG_SCHEMA,
+    )]
