@@ -73,7 +73,16 @@ def to_builtin(data: Any) -> Any:
         return {str(k): to_builtin(v) for k, v in data.items()}
     if isinstance(data, list | tuple):
         return [to_builtin(v) for v in data]
-    return data
+    return _plain_scalar(data)
+
+
+def _plain_scalar(value: Any) -> Any:
+    """ruamel's scalar subclasses (ScalarFloat, ...) as plain Python values: they would not
+    survive the safe dumper or JSON as themselves."""
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind) and type(value) is not kind:
+            return kind(value)
+    return value
 
 
 def dump_yaml(data: Any) -> str:
@@ -93,7 +102,7 @@ def _plain_for_yaml(data: Any) -> Any:
         return [_plain_for_yaml(v) for v in data]
     if isinstance(data, Path):
         return str(data)
-    return data
+    return _plain_scalar(data)
 
 
 def load_plain_yaml(path: Path) -> Any:

@@ -1,0 +1,35 @@
+"""The ``slurm`` executor: every task of a run as a Slurm job, on a shared filesystem.
+
+Each job runs ``aka run-task RUN_DIR TASK_ID`` on a compute node; results land in the run
+directory the submitting ``aka run`` created. See the README for the options, resume and
+containers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aka_core import hookimpl
+from aka_core.records import ExecutorSpec
+from aka_executor_slurm.executor import SlurmExecutor
+from aka_executor_slurm.options import CONFIG_SCHEMA, SlurmOptions
+
+
+def make_executor(options: dict[str, Any]) -> SlurmExecutor:
+    return SlurmExecutor(SlurmOptions(**options))
+
+
+@hookimpl
+def aka_register_executors() -> list[ExecutorSpec]:
+    return [
+        ExecutorSpec(
+            name="slurm",
+            factory=make_executor,
+            description="Each task as a Slurm job (sbatch); results in the shared run directory",
+            config_schema=CONFIG_SCHEMA,
+        )
+    ]
+
+
+__all__ = ["CONFIG_SCHEMA", "SlurmExecutor", "SlurmOptions", "aka_register_executors",
+           "make_executor"]
