@@ -110,7 +110,7 @@ def _run_task(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> TaskResul
     remove_tree(workspace)
     logs.mkdir(parents=True, exist_ok=True)
     task_before = digests(task.root)
-    preserve_baseline(task, baseline)  # the evaluator's files, read-only, verified after the agent
+    baseline_before = preserve_baseline(task, baseline)  # read-only, verified after the agent
     before = prepare_workspace(task, workspace)
     # 3. Agent
     execution = run_agent(ctx, task, workspace, logs)
@@ -119,7 +119,7 @@ def _run_task(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> TaskResul
                        **unstructure(execution.usage)})
     # 4. Integrity
     integrity = check_and_restore(task, workspace, before)
-    outside = check_outside_workspace(task, baseline, task_before)
+    outside = check_outside_workspace(task, baseline, task_before, baseline_before)
     if outside:
         log.warning("task files changed outside the workspace", files=outside)
         integrity = attrs.evolve(integrity, outside_changes=tuple(outside))

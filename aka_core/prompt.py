@@ -36,8 +36,8 @@ Visible cases (held-out cases with other shapes are evaluated too):
 
 Rules:
 - Only the editable files count. Every other file in this folder (reference, inputs, task.yaml)
-  is restored from the task before evaluation; changing them, or any file outside this folder,
-  rejects the candidate.
+  is restored from the task before evaluation; changing them, or the task's own files outside
+  this folder, rejects the candidate.
 - The evaluator checks correctness against the reference on fresh random inputs from a secret seed,
   on visible and held-out cases, and times your code against the baseline on the GPU.
 - Hard-coded answers, shape-specific shortcuts that fail held-out cases, caching results across

@@ -40,7 +40,8 @@ def selfcheck(workspace: Path, host: PluginHost, *, device: str = "auto",
     workspace = workspace.resolve()
     if not (workspace / "task.yaml").is_file():
         raise AkaError(f"{workspace} holds no task.yaml: run `aka selfcheck` in a task workspace")
-    task = load_task(workspace, workspace.parent.name, host)
+    # A run's workspace is <run>/<family>/<name>/workspace: the task id is the two folders above.
+    task = load_task(workspace, f"{workspace.parent.parent.name}/{workspace.parent.name}", host)
     baseline = find_baseline(workspace)
     device = resolve_device(device)
     require_runnable(task, device)

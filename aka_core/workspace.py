@@ -68,26 +68,32 @@ def prepare_workspace(task: Task, dest: Path) -> dict[str, str]:
     return digests(dest)
 
 
-def preserve_baseline(task: Task, dest: Path) -> None:
+def preserve_baseline(task: Task, dest: Path) -> dict[str, str]:
     """A fresh read-only copy of the task: what the evaluator loads reference, inputs and
-    baseline from."""
+    baseline from. Its task.yaml is the agent's view too (the copy sits next to the workspace;
+    the evaluator takes its cases from the loaded task, not from this file). Returns its digests.
+    """
     remove_tree(dest)
     copy_task(task, dest)
+    if (dest / TASK_FILE).is_file():
+        (dest / TASK_FILE).write_text(agent_view_of_task_file(task), encoding="utf-8")
     make_read_only(dest)
+    return digests(dest)
 
 
 def _differences(before: dict[str, str], now: dict[str, str]) -> list[str]:
     return sorted(rel for rel in set(before) | set(now) if before.get(rel) != now.get(rel))
 
 
-def check_outside_workspace(task: Task, baseline: Path, before: dict[str, str]) -> list[str]:
-    """Task files changed outside the workspace while the agent ran (``before``: digests of the
-    task folder taken before it). Leaves ``baseline`` an intact copy, or raises when none is left.
-    """
+def check_outside_workspace(task: Task, baseline: Path, task_before: dict[str, str],
+                            baseline_before: dict[str, str]) -> list[str]:
+    """Task files changed outside the workspace while the agent ran (digests of the task folder
+    and of the preserved copy taken before it). Leaves ``baseline`` an intact copy, or raises when
+    none is left."""
     from aka_core.errors import AkaError
 
-    in_task = _differences(before, digests(task.root))
-    in_copy = _differences(before, digests(baseline))
+    in_task = _differences(task_before, digests(task.root))
+    in_copy = _differences(baseline_before, digests(baseline))
     if in_copy and not in_task:
         preserve_baseline(task, baseline)
     elif in_copy and in_task:

@@ -79,8 +79,10 @@ def to_builtin(data: Any) -> Any:
 def _plain_scalar(value: Any) -> Any:
     """ruamel's scalar subclasses (ScalarFloat, ...) as plain Python values: they would not
     survive the safe dumper or JSON as themselves."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
     for kind in (bool, int, float, str):
-        if isinstance(value, kind) and type(value) is not kind:
+        if isinstance(value, kind):
             return kind(value)
     return value
 

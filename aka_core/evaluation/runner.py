@@ -46,9 +46,18 @@ WORKER_ENV_PREFIXES = ("CUDA_", "HIP_", "ROCR_", "ROCM_", "HSA_", "TRITON_", "TO
                        "NCCL_", "NVIDIA_", "NVSHMEM_", "OMP_", "MKL_", "OPENBLAS_", "AKA_GPU_")
 
 
+WORKER_ENV_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
 def worker_base_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if k in WORKER_ENV_KEEP or k.startswith(WORKER_ENV_PREFIXES)}
+    def allowed(name: str) -> bool:
+        if name in WORKER_ENV_KEEP:
+            return True
+        upper = name.upper()
+        return name.startswith(WORKER_ENV_PREFIXES) and not any(
+            word in upper for word in WORKER_ENV_SECRET_WORDS)  # e.g. NVIDIA_API_KEY
+
+    return {k: v for k, v in os.environ.items() if allowed(k)}
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
