@@ -1,4 +1,8 @@
-"""The builtin ``local`` executor: every task's lifecycle in this process, one after another."""
+"""The builtin ``local`` executor: every task's lifecycle in this process, one after another.
+
+A run whose ``resources`` name GPUs does not come here: ``aka_core.run`` hands it to the worker
+processes of ``aka_core.parallel``, one per GPU or group, which run the same lifecycle.
+"""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -54,7 +54,7 @@ import attrs
 import structlog
 
 from aka_core.convert import structure, unstructure
-from aka_core.errors import ConfigError, Problem
+from aka_core.errors import AkaError, ConfigError, Problem
 from aka_core.host import PluginHost
 from aka_core.lifecycle import now_iso
 from aka_core.models import ResourcesConfig, RunConfig, TaskResult
@@ -216,6 +216,11 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
         return None
 
 
+def _start_time(pid: int) -> int | None:
+    stat = _proc_stat(pid)
+    return None if stat is None else stat[1]
+
+
 def process_alive(pid: int, started: int | None) -> bool:
     """Whether ``pid`` still runs and is the process that was started at ``started``.
 
@@ -271,7 +276,7 @@ class TaskQueue:
         """Take ``task_id`` for ``worker`` (this process); ``None`` when it is already claimed."""
         pid = os.getpid()
         claim = Claim(task_id=task_id, worker=worker, pid=pid,
-                      pid_started=(_proc_stat(pid) or ("", None))[1],
+                      pid_started=_start_time(pid),
                       host=socket.gethostname(), started_at=now_iso())
         tmp = self.tmp_dir / f"{worker}-{pid}-{uuid.uuid4().hex}.json"
         tmp.write_text(json.dumps(unstructure(claim)), encoding="utf-8")
@@ -380,24 +385,31 @@ class _Worker:
 
 @attrs.define
 class _Watch:
-    """What the parent has already reported, so that each event is reported once."""
+    """What the parent has seen, so that each event is reported (and each death counted) once."""
 
     started: dict[str, Claim] = attrs.Factory(dict)
     finished: set[str] = attrs.Factory(set)
     deaths: dict[str, int] = attrs.Factory(dict)
+    dead_holders: set[int] = attrs.Factory(set)
+    """Pids of workers that died holding a task: that task's attempt, not the slot, failed."""
 
 
 OnStarted = Callable[[str, Claim], None]
 OnFinished = Callable[[str, TaskResult], None]
 
 
+def _failed(worker: _Worker) -> bool:
+    return worker.process is not None and worker.process.returncode not in (0, None)
+
+
 class ParallelRun:
     """The parent: starts a worker per slot, watches claims and results, reclaims, restarts."""
 
-    def __init__(self, run_dir: Path, meta: Mapping[str, Any], host: PluginHost,
-                 on_started: OnStarted, on_finished: OnFinished):
+    def __init__(self, run_dir: Path, meta: Mapping[str, Any], tasks: Sequence[str],
+                 host: PluginHost, on_started: OnStarted, on_finished: OnFinished):
         self.run_dir = run_dir
-        self.task_ids: list[str] = list(meta["task_ids"])
+        self.task_ids = list(tasks)
+        """The tasks this run still had to do; those already done are not watched."""
         self.vendor: str = meta["parallel"]["vendor"]
         self.workers = [_Worker(structure(s, Slot)) for s in meta["parallel"]["slots"]]
         self.log_dir = run_dir / meta["config"].get("log_directory", "logs")
@@ -407,14 +419,12 @@ class ParallelRun:
 
     def run(self) -> None:
         """Return when every task has a result; on any exit, no worker is left running."""
-        self.reclaim(at_start=True)
+        self.take_over()
         try:
-            for worker in self.workers[:len(self.pending())]:
-                self.start(worker)
             while self.pending():
                 self.report_progress()
                 self.reclaim()
-                self.restart_idle_slots()
+                self.start_needed_workers()
                 time.sleep(POLL_SECONDS)
             self.report_progress()
         finally:
@@ -423,18 +433,20 @@ class ParallelRun:
     def pending(self) -> list[str]:
         return [t for t in self.task_ids if not has_result(self.run_dir, t)]
 
-    def start(self, worker: _Worker) -> None:
-        slot = worker.slot
-        env = {**os.environ, **visibility_environment(slot.devices, self.vendor, os.environ)}
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_dir / f"worker-{slot.worker}.log"
-        with log_path.open("ab") as out:  # the child keeps its own descriptor
-            worker.process = subprocess.Popen(
-                [sys.executable, "-m", "aka_core.parallel", "worker", str(self.run_dir),
-                 str(slot.worker), "--parent", str(os.getpid())],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
-        log.info("worker started", worker=slot.worker, devices=describe(slot.devices),
-                 pid=worker.process.pid, log=str(log_path))
+    def take_over(self) -> None:
+        """Before any worker starts: set aside what an interrupted run left of the tasks
+        (exactly as a serial resume does) and release their claims, unless a live worker still
+        holds one."""
+        from aka_core.run import set_aside_interrupted  # run.py dispatches here: no cycle
+
+        for task_id in self.task_ids:
+            claim = self.queue.read(task_id)
+            if claim is not None and not claim.is_dead():
+                log.warning("task still held by a live worker", task=task_id, pid=claim.pid)
+                continue
+            set_aside_interrupted(self.run_dir, task_id)
+            if claim is not None:
+                self.queue.release(claim)
 
     def report_progress(self) -> None:
         for task_id in self.task_ids:
@@ -451,26 +463,22 @@ class ParallelRun:
     def _finished(self, task_id: str) -> None:
         try:
             result = read_task_result(task_result_path(self.run_dir, task_id))
-        except Exception as exc:  # reported, never fatal: the reports will show it missing
+        except AkaError as exc:  # never fatal: the reports show the task without a result
             log.warning("unreadable task result", task=task_id, error=str(exc))
-            return
+            result = TaskResult(task_id=task_id, status="error", error=str(exc))
         self.watch.finished.add(task_id)
         self.on_finished(task_id, result)
 
-    def reclaim(self, *, at_start: bool = False) -> None:
-        """Release every pending task whose claimer is gone; at the start of a (resumed) run,
-        also set aside interrupted folders of unclaimed tasks, as a serial resume does."""
+    def reclaim(self) -> None:
+        """Release every pending task whose worker is gone, so that another worker redoes it."""
         from aka_core.run import set_aside_interrupted  # run.py dispatches here: no cycle
 
         for task_id in self.pending():
             claim = self.queue.read(task_id)
-            if claim is None:
-                if at_start:
-                    set_aside_interrupted(self.run_dir, task_id)
-                continue
-            if not claim.is_dead() or has_result(self.run_dir, task_id):
+            if claim is None or not claim.is_dead() or has_result(self.run_dir, task_id):
                 continue
             set_aside_interrupted(self.run_dir, task_id)
+            self.watch.dead_holders.add(claim.pid)
             deaths = self.watch.deaths[task_id] = self.watch.deaths.get(task_id, 0) + 1
             if deaths >= MAX_TASK_ATTEMPTS:
                 self._give_up(claim, deaths)
@@ -492,37 +500,56 @@ class ParallelRun:
                   attempts=deaths)
         self.host.notify("aka_after_task", run_dir=self.run_dir, result=result)
 
-    def restart_idle_slots(self) -> None:
-        """Start a worker on each stopped slot while some pending task has no claim."""
-        claimable = [t for t in self.pending() if not self.queue.claim_path(t).exists()]
-        for worker in self.workers:
-            if not claimable:
+    def start_needed_workers(self) -> None:
+        """Start workers on stopped slots for pending tasks that nobody has claimed, less the
+        running workers that hold no pending task (they are about to claim one)."""
+        pending = self.pending()
+        claims = [c for c in (self.queue.read(t) for t in pending) if c is not None]
+        holders = {c.pid for c in claims}
+        idle = sum(1 for w in self.workers
+                   if w.running and w.process is not None and w.process.pid not in holders)
+        needed = len(pending) - len(claims) - idle
+        # A slot whose worker died gets the work first: its devices are free.
+        for worker in sorted(self.workers, key=lambda w: not _failed(w)):
+            if needed <= 0:
                 return
             if worker.running or worker.retired:
                 continue
-            if worker.process is not None:
-                self._account_exit(worker)
-                if worker.retired:
-                    continue
-            self.start(worker)
-            claimable.pop()
-        if claimable and all(w.retired for w in self.workers):
-            raise_no_workers(self.log_dir)
+            self._account_exit(worker)
+            if not worker.retired:
+                self.start(worker)
+                needed -= 1
+        if needed > 0 and all(w.retired for w in self.workers):
+            raise AkaError(f"every worker failed to start (see {self.log_dir}/worker-*.log); "
+                           "fix the cause and finish the run with `aka run --resume RUN_DIR`")
 
     def _account_exit(self, worker: _Worker) -> None:
-        """A worker that failed while holding no task failed to start: count it for its slot."""
-        assert worker.process is not None
+        """A worker that failed while holding no task could not start: count it for its slot."""
+        if worker.process is None:
+            return
         code, pid = worker.process.returncode, worker.process.pid
-        held = any(c is not None and c.pid == pid for c in self.watch.started.values())
-        if code != 0 and not held:
+        if code != 0 and pid not in self.watch.dead_holders:
             worker.idle_failures += 1
             log.error("worker failed without a task", worker=worker.slot.worker, exit_code=code,
                       failures=worker.idle_failures)
         worker.process = None
 
+    def start(self, worker: _Worker) -> None:
+        slot = worker.slot
+        env = {**os.environ, **visibility_environment(slot.devices, self.vendor, os.environ)}
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"worker-{slot.worker}.log"
+        with log_path.open("ab") as out:  # the child keeps its own descriptor
+            worker.process = subprocess.Popen(
+                [sys.executable, "-m", "aka_core.parallel", "worker", str(self.run_dir),
+                 str(slot.worker), "--parent", str(os.getpid())],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
+        log.info("worker started", worker=slot.worker, devices=describe(slot.devices),
+                 pid=worker.process.pid, log=str(log_path))
+
     def stop(self) -> None:
-        """Terminate workers still running (after Ctrl-C or an error); their claims are
-        reclaimed by the next resume."""
+        """Terminate workers still running (after Ctrl-C or an error); the next resume reclaims
+        their tasks."""
         running = [w.process for w in self.workers if w.process is not None and w.running]
         for proc in running:
             with contextlib.suppress(ProcessLookupError):
@@ -536,22 +563,10 @@ class ParallelRun:
                 proc.wait()
 
 
-def raise_no_workers(log_dir: Path) -> None:
-    from aka_core.errors import AkaError
-
-    raise AkaError(f"every worker failed to start (see {log_dir}/worker-*.log); fix the cause "
-                   "and finish the run with `aka run --resume RUN_DIR`")
-
-
-def run_parallel(run_dir: Path, meta: Mapping[str, Any], host: PluginHost,
+def run_parallel(run_dir: Path, meta: Mapping[str, Any], pending: Sequence[str], host: PluginHost,
                  on_started: OnStarted, on_finished: OnFinished) -> None:
-    """Run every pending task of ``run_dir`` in workers over the slots recorded in run.yaml."""
-    ParallelRun(run_dir, meta, host, on_started, on_finished).run()
-
-
-def iter_slots(meta: Mapping[str, Any]) -> Iterator[Slot]:
-    for data in (meta.get("parallel") or {}).get("slots", []):
-        yield structure(data, Slot)
+    """Run the ``pending`` tasks of ``run_dir`` in workers over the slots recorded in run.yaml."""
+    ParallelRun(run_dir, meta, pending, host, on_started, on_finished).run()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@
 config, the task ids, the tasks folder, plugin versions and host facts. A task whose
 ``task_result.yaml`` exists is complete; a task folder without one was interrupted: it is moved
 aside (kept, never deleted) and redone. Reports are regenerated after every task.
+
+With ``resources`` naming GPUs (and the local executor), tasks run in worker processes, one per
+GPU or group (``aka_core.parallel``); results and reports have the same shape as a serial run's.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ from typing import Any
 
 import structlog
 
-from aka_core import __version__, gpus
+from aka_core import __version__, gpus, parallel
 from aka_core.config import load_run_config, resolve_tasks_directory
 from aka_core.convert import structure, unstructure
 from aka_core.devices import probe
-from aka_core.errors import AkaError, ConfigError
+from aka_core.errors import AkaError, ConfigError, Problem
 from aka_core.host import PluginHost
 from aka_core.lifecycle import TaskContext, run_task, task_dir
 from aka_core.models import RunConfig, TaskResult
@@ -42,7 +45,8 @@ def run_directory_name(config: RunConfig, suffix: str | None) -> str:
 
 
 def choose_device(config: RunConfig) -> str:
-    """Where evaluations run; refuses to time on a GPU other than the target."""
+    """Where evaluations run; refuses to time on a GPU other than the target, or to spread tasks
+    over GPU ids this host does not have."""
     target = gpus.gpu_model(config.target_gpu_model)
     wanted = config.evaluation.device
     if target.is_cpu or wanted == "cpu":
@@ -70,6 +74,10 @@ def choose_device(config: RunConfig) -> str:
             f"target_gpu_model is {config.target_gpu_model} but this host's GPU is {name} (same "
             f"architecture {target.architecture}, different product): timings would not be for "
             "the target; change target_gpu_model or run on the target", file=_source(config))
+    missing = parallel.missing_gpu_problems(config.resources, int(found.get("count") or 1),
+                                            _source(config))
+    if missing:
+        raise ConfigError(missing)
     return "cuda"
 
 
@@ -83,6 +91,7 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
     config = load_run_config(config_path, host)
     tasks_root = resolve_tasks_directory(config, config_path)
     source_doc = load_yaml(config_path)
+    check_resources(config, config_path, source_doc)
     task_ids = resolve_selectors(list(config.tasks), tasks_root, host,
                                  source_file=config_path, source_doc=source_doc)
     device = choose_device(config)
@@ -95,6 +104,7 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
         run_dir = run_dir.with_name(f"{run_directory_name(config, run_suffix)}.{counter}")
     run_dir.mkdir(parents=True)
     facts = probe()
+    workers = parallel.parallel_record(config, facts.get("gpu"))
     write_yaml_atomic(run_dir / RUN_FILE, {
         "aka_version": __version__,
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -103,6 +113,7 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
         "tasks_root": str(tasks_root),
         "task_ids": task_ids,
         "device": device,
+        "parallel": workers,
         "plugins": host.versions(),
         "plugin_load_errors": [e.as_dict() | {"traceback": None} for e in host.load_errors],
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(),
@@ -110,6 +121,17 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
                  "gpu": facts.get("gpu")},
     }, header="# aka run: the resolved config, selected tasks and versions of this run\n")
     return run_dir
+
+
+def check_resources(config: RunConfig, config_path: Path, source_doc: Any) -> None:
+    """Problems of ``resources`` that the schema cannot express, with file and line."""
+    problems: list[Problem] = parallel.resource_problems(config.resources, config_path, source_doc)
+    if problems:
+        raise ConfigError(problems)
+    resources = config.resources
+    if config.executor.name != "local" and (resources.gpus or resources.gpu_groups
+                                            or resources.workers_per_gpu > 1):
+        log.info("resources are left to the executor", executor=config.executor.name)
 
 
 def read_run_file(run_dir: Path) -> dict[str, Any]:
@@ -128,33 +150,59 @@ def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) 
     meta = read_run_file(run_dir)
     config = structure(meta["config"], RunConfig)
     task_ids: list[str] = list(meta["task_ids"])
-    ctx = TaskContext(run_dir=run_dir, config=config, host=host,
-                      tasks_root=Path(meta["tasks_root"]), device=meta["device"])
     structlog.contextvars.bind_contextvars(run=run_dir.name)
     done = completed_task_ids(run_dir, task_ids)
     pending = [t for t in task_ids if t not in done]
-    for task_id in pending:
-        set_aside_interrupted(run_dir, task_id)
     if done:
         log.info("resuming", completed=len(done), pending=len(pending))
     host.notify("aka_before_run", run_dir=run_dir, config=config, task_ids=pending)
-    executor = host.executor(config.executor.name).factory(dict(config.executor.options))
     with RunProgress(task_ids, enabled=show_progress) as progress:
         for task_id in done:
             progress.finish_task(task_id, "kept", None)
-
-        def run_one(task_id: str) -> None:
-            progress.start_task(task_id)
-            result = run_task(ctx, task_id)
-            progress.finish_task(task_id, result.status, result.score)
-            write_reports(run_dir)
-
-        executor.execute(run_dir, pending, run_one)
+        if meta.get("parallel"):
+            _execute_in_workers(run_dir, meta, pending, host, progress)
+        else:
+            _execute_serially(run_dir, meta, config, pending, host, progress)
     results = [r for r in (_read(run_dir, t) for t in task_ids) if r is not None]
     write_reports(run_dir, results)
     host.notify("aka_report", run_dir=run_dir, results=results, reports_dir=run_dir / "reports")
     host.notify("aka_after_run", run_dir=run_dir, results=results)
     return results
+
+
+def _execute_serially(run_dir: Path, meta: dict[str, Any], config: RunConfig, pending: list[str],
+                      host: PluginHost, progress: RunProgress) -> None:
+    """Every pending task through the configured executor, in this process's ``run_task``."""
+    ctx = TaskContext(run_dir=run_dir, config=config, host=host,
+                      tasks_root=Path(meta["tasks_root"]), device=meta["device"])
+    for task_id in pending:
+        set_aside_interrupted(run_dir, task_id)
+    executor = host.executor(config.executor.name).factory(dict(config.executor.options))
+
+    def run_one(task_id: str) -> None:
+        progress.start_task(task_id)
+        result = run_task(ctx, task_id)
+        progress.finish_task(task_id, result.status, result.score)
+        write_reports(run_dir)
+
+    executor.execute(run_dir, pending, run_one)
+
+
+def _execute_in_workers(run_dir: Path, meta: dict[str, Any], pending: list[str],
+                        host: PluginHost, progress: RunProgress) -> None:
+    """Pending tasks over the worker slots of ``run.yaml``; this process draws the progress and
+    regenerates the reports as results appear, like the serial loop."""
+
+    def started(task_id: str, claim: parallel.Claim) -> None:
+        progress.start_task(task_id)
+        log.info("task started", task=task_id, worker=claim.worker, pid=claim.pid)
+
+    def finished(task_id: str, result: TaskResult) -> None:
+        progress.finish_task(task_id, result.status, result.score)
+        log.info("task finished", task=task_id, status=result.status, score=result.score)
+        write_reports(run_dir)
+
+    parallel.run_parallel(run_dir, meta, pending, host, started, finished)
 
 
 def run_one_task(run_dir: Path, task_id: str, host: PluginHost) -> TaskResult:
