@@ -55,7 +55,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                       log_file=log_dir / "aka.jsonl", force=True)
     print(f"run directory: {run_dir}", file=sys.stderr)
     results = execute_run(run_dir, host, show_progress=not args.no_progress)
-    print(render_text(summary_rows(results)), file=sys.stderr)
+    done = {r.task_id for r in results}
+    missing = [t for t in meta["task_ids"] if t not in done]
+    print(render_text(summary_rows(results, missing)), file=sys.stderr)
+    if missing:
+        print(f"{len(missing)} task(s) have no result; finish them with "
+              f"`aka run --resume {run_dir}`", file=sys.stderr)
     print(run_dir)
     return EXIT_OK
 

@@ -70,6 +70,9 @@ class ExecutorSpec(PluginRecord):
     """Where a task's lifecycle runs. ``factory(options) -> Executor``."""
 
     kind: ClassVar[str] = "executor"
+    runs_elsewhere: bool = False
+    """Tasks run on other hosts (``aka run-task`` in a job or container): the device is chosen
+    and checked against the target there, and interrupted attempts are set aside there."""
 
 
 RECORD_KINDS: dict[str, type[PluginRecord]] = {

@@ -37,6 +37,7 @@ from aka_core.yamlio import load_plain_yaml, load_yaml, write_yaml_atomic
 
 log = structlog.get_logger("aka.run")
 RUN_FILE = "run.yaml"
+DEVICE_ON_NODE = "chosen-on-the-node"
 
 
 def run_directory_name(config: RunConfig, suffix: str | None) -> str:
@@ -94,7 +95,9 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
     check_resources(config, config_path, source_doc)
     task_ids = resolve_selectors(list(config.tasks), tasks_root, host,
                                  source_file=config_path, source_doc=source_doc)
-    device = choose_device(config)
+    elsewhere = host.executor(config.executor.name).runs_elsewhere
+    # Where tasks run on other hosts, their device is chosen (and checked) there, in run-task.
+    device = DEVICE_ON_NODE if elsewhere else choose_device(config)
     output_root = (output_root or Path.cwd()).resolve()
     group = f"{config.workspace_directory_prefix}_{config.target_gpu_model}_{config.agent.template}"
     run_dir = output_root / group / run_directory_name(config, run_suffix)
@@ -164,7 +167,7 @@ def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) 
         else:
             _execute_serially(run_dir, meta, config, pending, host, progress)
     results = [r for r in (_read(run_dir, t) for t in task_ids) if r is not None]
-    write_reports(run_dir, results)
+    write_reports(run_dir)  # from the run folder: tasks still without a result show as missing
     host.notify("aka_report", run_dir=run_dir, results=results, reports_dir=run_dir / "reports")
     host.notify("aka_after_run", run_dir=run_dir, results=results)
     return results
@@ -173,11 +176,13 @@ def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) 
 def _execute_serially(run_dir: Path, meta: dict[str, Any], config: RunConfig, pending: list[str],
                       host: PluginHost, progress: RunProgress) -> None:
     """Every pending task through the configured executor, in this process's ``run_task``."""
+    spec = host.executor(config.executor.name)
     ctx = TaskContext(run_dir=run_dir, config=config, host=host,
                       tasks_root=Path(meta["tasks_root"]), device=meta["device"])
-    for task_id in pending:
-        set_aside_interrupted(run_dir, task_id)
-    executor = host.executor(config.executor.name).factory(dict(config.executor.options))
+    if not spec.runs_elsewhere:  # remote executors leave that to run-task, on the node
+        for task_id in pending:
+            set_aside_interrupted(run_dir, task_id)
+    executor = spec.factory(dict(config.executor.options))
 
     def run_one(task_id: str) -> None:
         progress.start_task(task_id)
@@ -211,8 +216,11 @@ def run_one_task(run_dir: Path, task_id: str, host: PluginHost) -> TaskResult:
     if task_id not in meta["task_ids"]:
         raise AkaError(f"task {task_id!r} is not part of run {run_dir}")
     config = structure(meta["config"], RunConfig)
+    device = meta["device"]
+    if device == DEVICE_ON_NODE:
+        device = choose_device(config)
     ctx = TaskContext(run_dir=run_dir, config=config, host=host,
-                      tasks_root=Path(meta["tasks_root"]), device=meta["device"])
+                      tasks_root=Path(meta["tasks_root"]), device=device)
     set_aside_interrupted(run_dir, task_id)
     return run_task(ctx, task_id)
 

@@ -27,6 +27,7 @@ def aka_register_executors() -> list[ExecutorSpec]:
             factory=make_executor,
             description="Each task as a Slurm job (sbatch); results in the shared run directory",
             config_schema=CONFIG_SCHEMA,
+            runs_elsewhere=True,
         )
     ]
 
