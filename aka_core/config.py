@@ -57,6 +57,9 @@ def load_run_config(path: Path, host: PluginHost | None = None) -> RunConfig:
                      for p in exc.problems]
     if host is not None:
         problems += _check_plugins(config, host, path, source)
+    from aka_core.parallel import resource_problems  # here: parallel imports the run machinery
+
+    problems += resource_problems(config.resources, path, source)
     if problems:
         raise ConfigError(sort_problems(problems))
     return config
