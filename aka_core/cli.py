@@ -253,6 +253,18 @@ def cmd_check_agents(args: argparse.Namespace) -> int:
     return EXIT_OK if all(c.ready for c in checks) else EXIT_FAILURE
 
 
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from aka_core.smoke import as_dicts, render, smoke
+
+    checks = smoke(_host(), executor=args.executor, target_gpu_model=args.target,
+                   image=args.image)
+    if args.json:
+        _print_json(as_dicts(checks))
+    else:
+        print(render(checks))
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILURE
+
+
 def attrs_asdict(obj: Any) -> dict[str, Any]:
     import attrs
 
@@ -328,6 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("configs", nargs="+", metavar="CONFIG", help="run config files")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check_agents)
+
+    p = sub.add_parser("smoke", help="check this host's (or a container's) runtime for a target")
+    p.add_argument("--target", help="target GPU model, e.g. H200, MI300X, cpu")
+    p.add_argument("--executor", help="also check inside this executor's runtime (docker)")
+    p.add_argument("--image", help="the image to check (docker executor)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_smoke)
 
     p = sub.add_parser("report", help="regenerate and print a run's reports")
     p.add_argument("run_dir")

@@ -1,0 +1,274 @@
+"""``aka smoke``: is this runtime ready to run and time tasks for a target GPU?
+
+Checks the runtime the tasks will run in: Python, aka and its plugins, PyTorch, Triton, the GPU
+PyTorch sees and whether its architecture is the target's, and the toolchain Triton needs on a GPU
+(a C compiler and Python's headers, for the launcher it compiles on first use).
+
+The local runtime is always checked. An executor that runs tasks elsewhere adds the same checks
+made there, and its own (the docker executor: engine reachable, image present, GPU visible inside
+the container), through an optional ``smoke(target_gpu_model) -> list[Check]`` method.
+
+``python -m aka_core.smoke --facts`` prints the facts of the runtime it runs in as one JSON line:
+that is how an executor asks a container, which then runs the same code as a local check.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import sys
+import sysconfig
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from aka_core import __version__, gpus
+from aka_core.errors import ConfigError
+from aka_core.host import PluginHost
+
+MIN_PYTHON = (3, 11)
+
+
+@attrs.frozen(kw_only=True)
+class Check:
+    """One finding: what was checked, whether it is fine, and what was found or what to do."""
+
+    name: str
+    ok: bool
+    detail: str
+    where: str = "local"
+    """The runtime checked: ``local``, or the executor's name (``docker``)."""
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _tool(name: str, *extra_dirs: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in extra_dirs:
+        candidate = Path(folder) / name
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def runtime_facts(host: PluginHost | None = None) -> dict[str, Any]:
+    """What this runtime has: plain JSON data (read by ``runtime_checks``, here or elsewhere)."""
+    from aka_core.devices import probe
+
+    host = host or PluginHost()
+    described = host.describe()
+    plugins: dict[str, list[str]] = {}
+    for p in described["plugins"]:
+        plugins.setdefault(p["kind"], []).append(p["name"])
+    device = probe(sys.executable)
+    include = sysconfig.get_paths().get("include") or ""
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "aka": __version__,
+        "plugins": {kind: sorted(names) for kind, names in sorted(plugins.items())},
+        "plugin_load_errors": [
+            {k: e.get(k) for k in ("plugin", "distribution", "version", "error")}
+            for e in described["load_errors"]
+        ],
+        "torch": device.get("torch"),
+        "torch_error": None if device.get("torch") else device.get("error"),
+        "gpu": device.get("gpu"),
+        "packages": {name: _version(name) for name in ("torch", "triton", "numpy")},
+        "tools": {
+            "cc": _tool("cc") or _tool("gcc") or _tool("clang"),
+            "nvcc": _tool("nvcc", "/usr/local/cuda/bin"),
+            "hipcc": _tool("hipcc", "/opt/rocm/bin"),
+        },
+        "python_headers": bool(include) and (Path(include) / "Python.h").is_file(),
+    }
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def gpu_mismatch(found: Mapping[str, Any], target: gpus.GpuModel) -> str | None:
+    """Why the GPU ``found`` (a ``devices.probe`` record) is not ``target``, or None."""
+    arch = found.get("architecture")
+    name = str(found.get("name") or "")
+    if target.architecture and arch != target.architecture:
+        return (f"the GPU is {name} ({arch}) but the target {target.name} is "
+                f"{target.architecture}: timings would not be for the target")
+    named_by_arch = target.name.lower().startswith(("sm_", "gfx"))
+    if not named_by_arch and target.name.lower() not in name.lower():
+        return (f"the GPU is {name}, same architecture {arch} as the target {target.name} but "
+                "another product (other memory, other clocks): timings would not be for the "
+                "target")
+    return None
+
+
+def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
+                   where: str = "local", gpu_hint: str = "") -> list[Check]:
+    """Judge ``facts`` (from ``runtime_facts``) for ``target_gpu_model``.
+
+    ``gpu_hint``: what to do when a GPU target finds no GPU (the executor knows best).
+    """
+    target = gpus.gpu_model(target_gpu_model) if target_gpu_model else None
+    checks: list[Check] = []
+
+    def add(name: str, ok: bool, detail: str) -> None:
+        checks.append(Check(name=name, ok=ok, detail=detail, where=where))
+
+    py = str(facts.get("python") or "?")
+    py_ok = tuple(int(x) for x in py.split(".")[:2] if x.isdigit()) >= MIN_PYTHON
+    add("python", py_ok, f"Python {py} ({facts.get('executable')})" + (
+        "" if py_ok else f"; aka needs Python {'.'.join(map(str, MIN_PYTHON))} or newer"))
+
+    errors = facts.get("plugin_load_errors") or []
+    plugins = facts.get("plugins") or {}
+    listing = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in plugins.items())
+    if errors:
+        failed = ", ".join(f"{e.get('plugin')} ({e.get('distribution')} {e.get('version')}: "
+                           f"{e.get('error')})" for e in errors)
+        add("aka", False, f"aka {facts.get('aka')}; plugins that failed to load: {failed}; fix "
+            "or uninstall them, or skip them with AKA_DISABLE_PLUGINS")
+    else:
+        add("aka", True, f"aka {facts.get('aka')}; {listing}")
+
+    torch = facts.get("torch")
+    add("torch", bool(torch), f"PyTorch {torch}" if torch else
+        f"PyTorch is not importable ({facts.get('torch_error') or 'not installed'}): install "
+        "the build for this machine's GPU (on a CPU machine: scripts/install.sh)")
+
+    if "triton" in plugins.get("backend", []):
+        triton = (facts.get("packages") or {}).get("triton")
+        add("triton", bool(triton), f"Triton {triton}" if triton else
+            "the triton backend is installed but Triton is not: GPU builds of PyTorch bring it; "
+            "on a CPU machine pip install triton (scripts/install.sh)")
+
+    gpu = facts.get("gpu")
+    if target is None or target.is_cpu:
+        found = (f"found {gpu.get('name')} ({gpu.get('architecture')})" if gpu
+                 else "no GPU visible to PyTorch")
+        add("gpu", True, f"{found}; " + ("the target is cpu: tasks are checked on the CPU, "
+                                          "performance is not measured" if target else
+                                          "give --target to check it against a GPU model"))
+        return checks
+    if not gpu:
+        build = str(torch or "")
+        why = " (this PyTorch is a CPU-only build)" if build.endswith("+cpu") else ""
+        add("gpu", False, f"no GPU visible to PyTorch{why}; the target is {target.name}"
+            + (f": {gpu_hint}" if gpu_hint else ": check the driver (nvidia-smi or rocm-smi) "
+               "and that PyTorch is a CUDA or ROCm build"))
+    else:
+        mismatch = gpu_mismatch(gpu, target)
+        add("gpu", mismatch is None, (
+            f"{gpu.get('name')} ({gpu.get('architecture')}), {gpu.get('count')} visible; "
+            f"matches the target {target.name}") if mismatch is None else
+            f"{mismatch}; change target_gpu_model or run on a host with a {target.name}")
+
+    tools = facts.get("tools") or {}
+    missing = [what for what, present in (("a C compiler", tools.get("cc")),
+                                          ("Python's headers (Python.h)",
+                                           facts.get("python_headers"))) if not present]
+    add("toolchain", not missing, (
+        f"C compiler {tools.get('cc')} and Python.h present") if not missing else
+        f"missing {' and '.join(missing)}: Triton compiles its GPU launcher with them on first "
+        "use (Debian/Ubuntu: apt-get install gcc python3-dev)")
+    compiler = "nvcc" if target.vendor == "nvidia" else "hipcc"
+    add(compiler, True, f"{tools.get(compiler)}" if tools.get(compiler) else
+        f"{compiler} not found: only the {'cuda' if compiler == 'nvcc' else 'hip'} backend "
+        "needs it")
+    return checks
+
+
+# --------------------------------------------------------------------------- smoke
+
+
+def smoke(host: PluginHost, *, executor: str | None = None, target_gpu_model: str | None = None,
+          image: str | None = None,
+          executor_options: Mapping[str, Any] | None = None) -> list[Check]:
+    """Check the local runtime and, for an executor that runs tasks elsewhere, that runtime too.
+
+    ``image`` is shorthand for ``executor_options["image"]`` (the docker executor's image).
+    Raises ``ConfigError`` for an unknown target and ``PluginError`` for an unknown executor.
+    """
+    if target_gpu_model:
+        gpus.gpu_model(target_gpu_model)  # an unknown model is a usage error, not a failed check
+    checks = runtime_checks(runtime_facts(host), target_gpu_model)
+    if executor in (None, "local"):
+        return checks
+    spec = host.executor(executor)
+    options = dict(executor_options or {})
+    if image:
+        options["image"] = image
+    problems = _option_problems(spec.config_schema, options)
+    if problems:
+        return [*checks, Check(name="options", ok=False, where=executor,
+                               detail=f"{problems} (give --image for the docker executor)")]
+    instance = spec.factory(options)
+    own = getattr(instance, "smoke", None)
+    if own is None:
+        return [*checks, Check(name=executor, ok=True, where=executor,
+                               detail="this executor has no runtime checks of its own")]
+    return [*checks, *own(target_gpu_model)]
+
+
+def _option_problems(schema: Mapping[str, Any] | None, options: dict[str, Any]) -> str:
+    if schema is None:
+        return "takes no options" if options else ""
+    from aka_core.schema_validation import validate_document
+
+    return "; ".join(p.render() for p in validate_document(options, schema, file=None))
+
+
+def render(checks: list[Check]) -> str:
+    """One line per check: ``ok``/``FAIL``, where, name, detail."""
+    width = max((len(c.where) for c in checks), default=5)
+    lines = [f"{'ok  ' if c.ok else 'FAIL'}  {c.where:<{width}}  {c.name:<9}  {c.detail}"
+             for c in checks]
+    failed = sum(not c.ok for c in checks)
+    lines.append("ready" if not failed else f"{failed} check(s) failed")
+    return "\n".join(lines)
+
+
+def as_dicts(checks: list[Check]) -> list[dict[str, Any]]:
+    return [attrs.asdict(c) for c in checks]
+
+
+def read_facts(output: str) -> dict[str, Any]:
+    """The facts line printed by ``python -m aka_core.smoke --facts`` (the last JSON line)."""
+    for line in reversed(output.strip().splitlines()):
+        if line.startswith("{"):
+            data = json.loads(line)
+            if isinstance(data, dict):
+                return data
+    raise ValueError("no facts in the output")
+
+
+def _main(argv: list[str]) -> int:
+    if argv != ["--facts"]:
+        print("usage: python -m aka_core.smoke --facts", file=sys.stderr)
+        return 2
+    from aka_core.logging_setup import configure_logging
+
+    configure_logging(json_output=True, level="warning")  # logs to stderr, facts alone on stdout
+    print(json.dumps(runtime_facts()))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(_main(sys.argv[1:]))
+    except ConfigError as exc:
+        print(f"aka smoke: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
