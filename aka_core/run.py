@@ -75,10 +75,11 @@ def choose_device(config: RunConfig) -> str:
             f"target_gpu_model is {config.target_gpu_model} but this host's GPU is {name} (same "
             f"architecture {target.architecture}, different product): timings would not be for "
             "the target; change target_gpu_model or run on the target", file=_source(config))
-    missing = parallel.missing_gpu_problems(config.resources, int(found.get("count") or 1),
-                                            _source(config))
-    if missing:
-        raise ConfigError(missing)
+    if config.executor.name == "local":  # other executors place tasks on GPUs themselves
+        missing = parallel.missing_gpu_problems(config.resources, int(found.get("count") or 1),
+                                                _source(config))
+        if missing:
+            raise ConfigError(missing)
     return "cuda"
 
 

@@ -299,7 +299,9 @@ def gpu_lock_path() -> Path:
     props = torch.cuda.get_device_properties(0)
     ident = str(getattr(props, "uuid", "") or os.environ.get("CUDA_VISIBLE_DEVICES", "0"))
     ident = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in ident)
-    folder = Path(os.environ.get("AKA_GPU_LOCK_DIR", tempfile.gettempdir()))
+    # The same default as the docker executor mounts into its containers: local and containerised
+    # evaluations on one host queue on the same lock.
+    folder = Path(os.environ.get("AKA_GPU_LOCK_DIR") or Path(tempfile.gettempdir(), "aka-gpu-locks"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"aka-gpu-{ident}.lock"
 
