@@ -22,6 +22,7 @@ import attrs
 import structlog
 
 from aka_core.errors import AkaError
+from aka_core.lifecycle import now_iso
 from aka_core.records import TaskRunner
 from aka_core.reports import write_reports
 from aka_core.results import task_result_path
@@ -39,10 +40,6 @@ GONE = "UNKNOWN"
 MISSES_BEFORE_GONE = 2
 OUTAGE_SECONDS = 600.0
 """How long Slurm may fail to answer before the executor gives up waiting (jobs keep running)."""
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 @attrs.define(kw_only=True)
