@@ -68,8 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_run_task(args: argparse.Namespace) -> int:
     from aka_core.run import run_one_task
 
-    result = run_one_task(Path(args.run_dir).resolve(), args.task_id, _host())
-    print(result.status)
+    result = run_one_task(Path(args.run_dir).resolve(), args.task_id, _host(), phase=args.phase)
+    print("agent_done" if result is None else result.status)
     return EXIT_OK
 
 
@@ -295,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run-task", help="run one task of an existing run (used by executors)")
     p.add_argument("run_dir")
     p.add_argument("task_id")
+    p.add_argument("--phase", choices=["all", "agent", "evaluate"], default="all",
+                   help="agent: steps 1-3 (prints agent_done, or the status if the task ended); "
+                        "evaluate: steps 4-7 after it, e.g. in a container without network")
     p.set_defaults(func=cmd_run_task)
 
     p = sub.add_parser("validate", help="check run configs and task folders")

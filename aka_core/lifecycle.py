@@ -11,6 +11,7 @@ import datetime as dt
 import os
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import attrs
 import structlog
 
 from aka_core import gpus
-from aka_core.convert import unstructure
+from aka_core.convert import structure, unstructure
 from aka_core.evaluation import runner
 from aka_core.evaluation.request import EvaluationRequest, SideRef, cases_for
 from aka_core.host import PluginHost
@@ -73,20 +74,81 @@ def task_dir(run_dir: Path, task_id: str) -> Path:
     return run_dir.joinpath(*task_id.split("/"))
 
 
+AGENT_PHASE_FILE = "agent_phase.json"
+
+
+@attrs.frozen(kw_only=True)
+class AgentPhase:
+    """What the agent step hands to the evaluation step. Persisted in the task folder when the
+    two run apart (``aka run-task --phase``), e.g. in two containers: the agent's with a network,
+    the evaluation's without."""
+
+    base: dict[str, Any]
+    execution: AgentExecution
+    workspace_before: dict[str, str]
+    task_before: dict[str, str]
+    baseline_before: dict[str, str]
+
+
 def run_task(ctx: TaskContext, task_id: str) -> TaskResult:
     """Run the seven steps for one task and write its result. Never raises for task failures."""
+    def both(base: dict[str, Any]) -> TaskResult:
+        phase = _agent_phase(ctx, task_id, base)
+        if isinstance(phase, TaskResult):
+            return phase
+        return _evaluation_phase(ctx, phase)
+
+    result = _guarded(ctx, task_id, both)
+    assert result is not None
+    return result
+
+
+def run_agent_phase(ctx: TaskContext, task_id: str) -> TaskResult | None:
+    """Steps 1-3; persists what the evaluation step needs. Returns the task's result only when
+    the task ends here (skipped, or an error); None when the evaluation step should follow."""
+    def agent_only(base: dict[str, Any]) -> TaskResult | None:
+        phase = _agent_phase(ctx, task_id, base)
+        if isinstance(phase, TaskResult):
+            return phase
+        write_json_atomic(task_dir(ctx.run_dir, task_id) / AGENT_PHASE_FILE, unstructure(phase))
+        return None
+
+    return _guarded(ctx, task_id, agent_only)
+
+
+def run_evaluation_phase(ctx: TaskContext, task_id: str) -> TaskResult:
+    """Steps 4-7 after ``run_agent_phase`` ran (possibly elsewhere)."""
+    def evaluate_only(base: dict[str, Any]) -> TaskResult:
+        import json
+
+        path = task_dir(ctx.run_dir, task_id) / AGENT_PHASE_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing: run the agent phase first")
+        phase = structure(json.loads(path.read_text(encoding="utf-8")), AgentPhase)
+        base.update(phase.base)
+        return _evaluation_phase(ctx, phase)
+
+    result = _guarded(ctx, task_id, evaluate_only)
+    assert result is not None
+    return result
+
+
+def _guarded(ctx: TaskContext, task_id: str,
+             step: Callable[[dict[str, Any]], TaskResult | None]) -> TaskResult | None:
+    """Run ``step``; turn any failure into the task's error result; write the result if any."""
     started = time.monotonic()
-    started_at = now_iso()
-    base = {"task_id": task_id, "started_at": started_at}
+    base: dict[str, Any] = {"task_id": task_id, "started_at": now_iso()}
     structlog.contextvars.bind_contextvars(task=task_id)
     try:
-        result = _run_task(ctx, task_id, base)
+        result = step(base)
     except Exception as exc:
         log.error("task failed", error=f"{type(exc).__name__}: {exc}")
         result = TaskResult(status="error", error=f"{type(exc).__name__}: {exc}",
                             evaluation={"traceback": traceback.format_exc()[-4000:]}, **base)
     finally:
         structlog.contextvars.unbind_contextvars("task")
+    if result is None:
+        return None
     result = attrs.evolve(result, finished_at=now_iso(),
                           duration_seconds=round(time.monotonic() - started, 3))
     write_task_result(ctx.run_dir, result)
@@ -94,7 +156,7 @@ def run_task(ctx: TaskContext, task_id: str) -> TaskResult:
     return result
 
 
-def _run_task(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> TaskResult:
+def _agent_phase(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> AgentPhase | TaskResult:
     # 1. Select
     task = load_task(ctx.tasks_root.joinpath(*task_id.split("/")), task_id, ctx.host)
     base.update(family=task.family, backend=task.backend)
@@ -117,14 +179,25 @@ def _run_task(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> TaskResul
     write_json_atomic(agent_cost_path(ctx.run_dir, task_id),
                       {"task_id": task_id, "agent": execution.agent,
                        **unstructure(execution.usage)})
+    return AgentPhase(base=dict(base), execution=execution, workspace_before=before,
+                      task_before=task_before, baseline_before=baseline_before)
+
+
+def _evaluation_phase(ctx: TaskContext, phase: AgentPhase) -> TaskResult:
+    base = dict(phase.base)
+    task_id = base["task_id"]
+    task = load_task(ctx.tasks_root.joinpath(*task_id.split("/")), task_id, ctx.host)
+    tdir = task_dir(ctx.run_dir, task_id)
+    workspace, baseline, logs = tdir / "workspace", tdir / "baseline", tdir / "logs"
     # 4. Integrity
-    integrity = check_and_restore(task, workspace, before)
-    outside = check_outside_workspace(task, baseline, task_before, baseline_before)
+    integrity = check_and_restore(task, workspace, phase.workspace_before)
+    outside = check_outside_workspace(task, baseline, phase.task_before, phase.baseline_before)
     if outside:
         log.warning("task files changed outside the workspace", files=outside)
         integrity = attrs.evolve(integrity, outside_changes=tuple(outside))
-    # 5-6. Evaluate and score
-    return evaluate_and_score(ctx, task, workspace, baseline, logs, execution, integrity, base)
+    # 5-6. Evaluate and score (7. Record: the caller writes the result)
+    return evaluate_and_score(ctx, task, workspace, baseline, logs, phase.execution, integrity,
+                              base)
 
 
 def run_agent(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> AgentExecution:

@@ -27,7 +27,13 @@ from aka_core.convert import structure, unstructure
 from aka_core.devices import probe
 from aka_core.errors import AkaError, ConfigError, Problem
 from aka_core.host import PluginHost
-from aka_core.lifecycle import TaskContext, run_task, task_dir
+from aka_core.lifecycle import (
+    TaskContext,
+    run_agent_phase,
+    run_evaluation_phase,
+    run_task,
+    task_dir,
+)
 from aka_core.models import RunConfig, TaskResult
 from aka_core.progress import RunProgress
 from aka_core.reports import write_reports
@@ -211,8 +217,13 @@ def _execute_in_workers(run_dir: Path, meta: dict[str, Any], pending: list[str],
     parallel.run_parallel(run_dir, meta, pending, host, started, finished)
 
 
-def run_one_task(run_dir: Path, task_id: str, host: PluginHost) -> TaskResult:
-    """One task of an existing run (what remote executors call: ``aka run-task``)."""
+def run_one_task(run_dir: Path, task_id: str, host: PluginHost,
+                 phase: str = "all") -> TaskResult | None:
+    """One task of an existing run (what remote executors call: ``aka run-task``).
+
+    ``phase`` "agent" runs steps 1-3 and returns None when the evaluation should follow (or the
+    result when the task ended there); "evaluate" runs steps 4-7 after it; "all" runs both.
+    """
     meta = read_run_file(run_dir)
     if task_id not in meta["task_ids"]:
         raise AkaError(f"task {task_id!r} is not part of run {run_dir}")
@@ -222,7 +233,11 @@ def run_one_task(run_dir: Path, task_id: str, host: PluginHost) -> TaskResult:
         device = choose_device(config)
     ctx = TaskContext(run_dir=run_dir, config=config, host=host,
                       tasks_root=Path(meta["tasks_root"]), device=device)
+    if phase == "evaluate":
+        return run_evaluation_phase(ctx, task_id)
     set_aside_interrupted(run_dir, task_id)
+    if phase == "agent":
+        return run_agent_phase(ctx, task_id)
     return run_task(ctx, task_id)
 
 
