@@ -185,6 +185,33 @@ def test_triton_task_in_a_container(docker_image: str, tmp_path: Path) -> None:
     assert result.evaluation["device"]["software"]["mode"].startswith("interpreter")
 
 
+def test_agent_and_evaluation_in_two_containers(docker_image: str, tmp_path: Path) -> None:
+    """The split a CLI agent gets (agent container, then an evaluation container without network
+    or credentials), forced here for the replay agent: same result as one container."""
+    repo = Path(__file__).resolve().parents[3]
+    solutions = repo / "tests" / "solutions"
+    config = {
+        "agent": {"template": "replay", "timeout_seconds": 600,
+                  "options": {"source": str(solutions)}},
+        "tasks": ["triton2triton/gelu"],
+        "target_gpu_model": "cpu",
+        "tasks_directory": str(repo / "tasks"),
+        "executor": {"name": "docker", "options": {"image": docker_image,
+                                                   "mounts": [str(solutions)],
+                                                   "separate_evaluation": "always"}},
+    }
+    path = tmp_path / "split.yaml"
+    path.write_text(dump_yaml(config), encoding="utf-8")
+    run_dir = run_dir_of(aka("run", str(path), "--output-root", str(tmp_path), "--no-progress"))
+    task = run_dir / "triton2triton/gelu"
+    result = read_task_result(task / "task_result.yaml")
+    assert (result.status, result.pass_compilation, result.pass_correctness,
+            result.candidate_accepted) == ("completed", True, True, True), result.acceptance
+    assert result.agent_execution.agent == "replay"
+    log_text = (task / "logs" / "container.log").read_text()
+    assert "(phase agent)" in log_text and "(phase evaluate)" in log_text
+
+
 # --------------------------------------------------------------------------- isolation
 
 

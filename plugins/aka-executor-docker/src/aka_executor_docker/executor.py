@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping
@@ -187,9 +186,9 @@ class DockerExecutor:
     def user(self) -> str:
         return self.options.user or f"{os.getuid()}:{os.getgid()}"
 
-    def environment(self, gpu: GpuPassthrough | None) -> dict[str, str]:
+    def environment(self, gpu: GpuPassthrough | None, *, credentials: bool = True) -> dict[str, str]:
         env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
-        for name in (*PASSED_AKA_ENV, *self.options.pass_env):
+        for name in (*PASSED_AKA_ENV, *(self.options.pass_env if credentials else ())):
             if name in os.environ:
                 env[name] = os.environ[name]
             elif name in self.options.pass_env:
@@ -255,20 +254,25 @@ class DockerExecutor:
                         host_aka=__version__)
         return facts
 
-    def task_spec(self, run: RunInfo, task_id: str, network: str) -> ContainerSpec:
+    def task_spec(self, run: RunInfo, task_id: str, network: str,
+                  phase: str = "all") -> ContainerSpec:
+        """The container of one task, or of one phase of it: the evaluation phase gets no
+        credentials and no passed-through variables (its network is chosen by the caller)."""
         gpu = self.gpu_for(run.config.target_gpu_model, run.device)
+        secrets = () if phase == "evaluate" else self.options.credentials
         mounts = [Mount(source=run.run_dir, target=str(run.run_dir), read_only=False),
                   Mount(source=run.tasks_root, target=str(run.tasks_root), read_only=True),
-                  *self.options.credentials, *self.options.mounts]
+                  *secrets, *self.options.mounts]
         if gpu is not None:
             lock_dir = gpu_lock_dir()
             mounts.append(Mount(source=lock_dir, target=str(lock_dir), read_only=False))
         return ContainerSpec(
             image=self.options.image,
             command=(self.options.python, "-m", "aka_core.cli", "run-task", str(run.run_dir),
-                     task_id),
+                     task_id, *(("--phase", phase) if phase != "all" else ())),
             name=f"aka-{slug(run.run_dir.name)}-{slug(task_id)}-{uuid.uuid4().hex[:6]}"[:120],
-            network=network, mounts=tuple(mounts), environment=self.environment(gpu),
+            network=network, mounts=tuple(mounts),
+            environment=self.environment(gpu, credentials=phase != "evaluate"),
             user=self.user(), working_dir=str(run.run_dir), gpu=gpu, memory=self.options.memory,
             shm_size=self.options.shm_size, cpus=self.options.cpus,
             pids_limit=self.options.pids_limit,
@@ -276,28 +280,42 @@ class DockerExecutor:
         )
 
     def run_task_container(self, client: Any, run: RunInfo, task_id: str, network: str) -> None:
-        """One task's container, to its end. A container that fails or is stopped leaves the task
-        without a result (a resumed run redoes it); the executor goes on with the next task."""
+        """One task's container(s), to their end. An agent that needs a network (a CLI agent)
+        runs in one container with ``network``; its evaluation then runs in a second one with no
+        network and no credentials. A container that fails or is stopped leaves the task without
+        a result (a resumed run redoes it); the executor goes on with the next task."""
+        from aka_core.lifecycle import AGENT_PHASE_FILE, task_dir
+        from aka_core.results import task_result_path
+
+        if network == "none" and self.options.separate_evaluation != "always":
+            self.run_phase(client, run, task_id, network, "all")
+            return
+        self.run_phase(client, run, task_id, network, "agent")
+        done = task_result_path(run.run_dir, task_id).is_file()  # skipped, or failed early
+        if not done and (task_dir(run.run_dir, task_id) / AGENT_PHASE_FILE).is_file():
+            self.run_phase(client, run, task_id, "none", "evaluate")
+
+    def run_phase(self, client: Any, run: RunInfo, task_id: str, network: str,
+                  phase: str) -> None:
         from aka_core.lifecycle import task_dir
         from aka_core.results import task_result_path
 
-        spec = self.task_spec(run, task_id, network)
+        spec = self.task_spec(run, task_id, network, phase)
         timeout = self.options.timeout_seconds or (run.config.agent.timeout_seconds
                                                    + EXTRA_SECONDS)
         # Streamed beside the task folder: `aka run-task` sets aside a task folder it finds.
         staging = run.run_dir / ".containers" / f"{slug(task_id)}.{spec.name}.log"
         staging.parent.mkdir(parents=True, exist_ok=True)
-        note = (f"; the agent needs a network, so the evaluation shares {network!r} (see the "
-                "docker executor's README)" if network != "none" else "")
-        _append(staging, f"[aka] {now()} container {spec.name} of {spec.image} for {task_id}: "
-                f"network {network}, gpu {spec.gpu or 'none'}, memory {spec.memory}, pids "
-                f"{spec.pids_limit}, limit {timeout:.0f} s{note}\n")
+        _append(staging, f"[aka] {now()} container {spec.name} of {spec.image} for {task_id} "
+                f"(phase {phase}): network {network}, gpu {spec.gpu or 'none'}, memory "
+                f"{spec.memory}, pids {spec.pids_limit}, limit {timeout:.0f} s\n")
         log.info("task container", task=task_id, container=spec.name, network=network)
         final = task_dir(run.run_dir, task_id) / "logs" / CONTAINER_LOG
         try:
             outcome = run_container(client, spec, timeout=timeout, log_path=staging,
                                     keep=self.options.keep_containers)
-            has_result = task_result_path(run.run_dir, task_id).is_file()
+            # After the agent phase the evaluation container follows: no result yet is expected.
+            has_result = phase == "agent" or task_result_path(run.run_dir, task_id).is_file()
             _append(staging, f"[aka] {now()} {describe(outcome, spec)}" + (
                 "" if has_result else "; the task has no result: resume the run to redo it")
                 + "\n")
@@ -309,7 +327,9 @@ class DockerExecutor:
                               "(aka run --resume RUN_DIR)") from None
         finally:  # also on an interrupt: the log goes where a resumed run keeps it
             final.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(staging), str(final))
+            with final.open("a", encoding="utf-8") as out:  # both phases end up in one log
+                out.write(staging.read_text(encoding="utf-8", errors="replace"))
+            staging.unlink()
             _remove_if_empty(staging.parent)
         if has_result:
             log.info("task container finished", task=task_id, exit_code=outcome.exit_code,

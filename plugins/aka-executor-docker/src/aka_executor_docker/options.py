@@ -71,6 +71,10 @@ CONFIG_SCHEMA: dict[str, Any] = {
                             "description": "Wall-clock limit of one task's container; null: the "
                                            "agent's timeout_seconds plus 1800 s for setup and "
                                            "evaluation."},
+        "separate_evaluation": {"enum": ["auto", "always"], "default": "auto",
+                                "description": "Evaluate in a second container (no network, no "
+                                               "credentials) after the agent's: auto does it when "
+                                               "the agent needs a network (a CLI agent)."},
         "keep_containers": {"type": "boolean", "default": False,
                             "description": "Leave finished containers for inspection."},
     },
@@ -121,6 +125,7 @@ class DockerOptions:
     python: str = "python3"
     timeout_seconds: float | None = None
     keep_containers: bool = False
+    separate_evaluation: str = "auto"
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DockerOptions:
