@@ -68,11 +68,17 @@ class RunInfo:
 
     @classmethod
     def read(cls, run_dir: Path) -> RunInfo:
-        from aka_core.run import read_run_file
+        from aka_core.run import DEVICE_ON_NODE, read_run_file
 
         meta = read_run_file(run_dir)
+        config = structure(meta["config"], RunConfig)
+        device = str(meta["device"])
+        if device == DEVICE_ON_NODE:  # chosen inside each container; pass a GPU if one is wanted
+            wanted_gpu = (not gpus.gpu_model(config.target_gpu_model).is_cpu
+                          and config.evaluation.device != "cpu")
+            device = "cuda" if wanted_gpu else "cpu"
         return cls(run_dir=run_dir.resolve(), tasks_root=Path(meta["tasks_root"]).resolve(),
-                   device=str(meta["device"]), config=structure(meta["config"], RunConfig))
+                   device=device, config=config)
 
 
 def slug(text: str) -> str:
