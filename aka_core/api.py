@@ -22,6 +22,7 @@ from aka_core.host import PluginHost
 from aka_core.lifecycle import (
     TaskContext,
     build_request,
+    cpu_unrunnable,
     evaluate_and_score,
     now_iso,
     worker_env,
@@ -140,9 +141,9 @@ def evaluate_candidate(
 
 
 def require_runnable(task: Task, device: str) -> None:
-    if device == "cpu" and not task.requires.cpu_interpreter:
-        raise AkaError(f"task {task.id} needs a GPU: its kernels cannot run under the CPU "
-                       "interpreter (requires.cpu_interpreter: false in its task.yaml)")
+    reason = cpu_unrunnable(task, device)
+    if reason:
+        raise AkaError(reason)
 
 
 def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import attrs
 
@@ -130,3 +131,18 @@ def skip_reason(task: Task, target: GpuModel | str) -> str | None:
 
 def _vendor_label(vendor: str | None) -> str:
     return {"nvidia": "NVIDIA", "amd": "AMD"}.get(vendor or "", "no GPU")
+
+
+def gpu_mismatch(found: Mapping[str, Any], target: GpuModel) -> str | None:
+    """Why the GPU ``found`` (a ``devices.probe`` record) is not ``target``, or None."""
+    arch = found.get("architecture")
+    name = str(found.get("name") or "")
+    if target.architecture and arch != target.architecture:
+        return (f"the GPU is {name} ({arch}) but the target {target.name} is "
+                f"{target.architecture}: timings would not be for the target")
+    named_by_arch = target.name.lower().startswith(("sm_", "gfx"))
+    if not named_by_arch and target.name.lower() not in name.lower():
+        return (f"the GPU is {name}, same architecture {arch} as the target {target.name} but "
+                "another product (other memory, other clocks): timings would not be for the "
+                "target")
+    return None

@@ -160,9 +160,8 @@ def _agent_phase(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> AgentP
     # 1. Select
     task = load_task(ctx.tasks_root.joinpath(*task_id.split("/")), task_id, ctx.host)
     base.update(family=task.family, backend=task.backend)
-    reason = gpus.skip_reason(task, ctx.config.target_gpu_model)
-    if reason is None and ctx.device == "cpu" and not task.requires.cpu_interpreter:
-        reason = "the task needs a GPU (no CPU interpreter) and this run evaluates on the CPU"
+    reason = gpus.skip_reason(task, ctx.config.target_gpu_model) or cpu_unrunnable(task,
+                                                                                 ctx.device)
     if reason:
         log.info("task skipped", reason=reason)
         return TaskResult(status="skipped", skip_reason=reason, **base)
@@ -224,6 +223,14 @@ def run_agent(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> Agen
         return AgentExecution(agent=cfg.template, status="failed",
                               duration_seconds=round(time.monotonic() - started, 3),
                               message=f"the agent plugin raised {type(exc).__name__}: {exc}")
+
+
+def cpu_unrunnable(task: Task, device: str) -> str | None:
+    """Why ``task`` cannot be evaluated on ``device`` when that is the CPU, or None."""
+    if device == "cpu" and not task.requires.cpu_interpreter:
+        return (f"task {task.id} needs a GPU: its kernels cannot run under the CPU interpreter "
+                "(requires.cpu_interpreter: false in its task.yaml)")
+    return None
 
 
 def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline: Path,

@@ -67,20 +67,10 @@ def choose_device(config: RunConfig) -> str:
             f"target_gpu_model is {config.target_gpu_model} but this host has no GPU visible to "
             "PyTorch; set target_gpu_model: cpu (or evaluation.device: cpu) for a correctness-only "
             "run, or run on a host with the target GPU", file=_source(config))
-    if target.architecture and found.get("architecture") != target.architecture:
-        raise ConfigError(
-            f"target_gpu_model is {config.target_gpu_model} ({target.architecture}) but this "
-            f"host's GPU is {found.get('name')} ({found.get('architecture')}): timings would not "
-            "be for the target; change target_gpu_model or run on the target", file=_source(config))
-    name = str(found.get("name") or "")
-    if not target.is_cpu and target.name.lower() not in name.lower() and not (
-        target.name.lower().startswith(("sm_", "gfx"))
-    ):
-        # Same architecture, other product (an H100 for an H200 target): other memory, other times.
-        raise ConfigError(
-            f"target_gpu_model is {config.target_gpu_model} but this host's GPU is {name} (same "
-            f"architecture {target.architecture}, different product): timings would not be for "
-            "the target; change target_gpu_model or run on the target", file=_source(config))
+    mismatch = gpus.gpu_mismatch(found, target)
+    if mismatch:
+        raise ConfigError(f"target_gpu_model is {config.target_gpu_model} but {mismatch}; change "
+                          "target_gpu_model or run on the target", file=_source(config))
     if config.executor.name == "local":  # other executors place tasks on GPUs themselves
         missing = parallel.missing_gpu_problems(config.resources, int(found.get("count") or 1),
                                                 _source(config))

@@ -101,21 +101,6 @@ def runtime_facts(host: PluginHost | None = None) -> dict[str, Any]:
 # --------------------------------------------------------------------------- checks
 
 
-def gpu_mismatch(found: Mapping[str, Any], target: gpus.GpuModel) -> str | None:
-    """Why the GPU ``found`` (a ``devices.probe`` record) is not ``target``, or None."""
-    arch = found.get("architecture")
-    name = str(found.get("name") or "")
-    if target.architecture and arch != target.architecture:
-        return (f"the GPU is {name} ({arch}) but the target {target.name} is "
-                f"{target.architecture}: timings would not be for the target")
-    named_by_arch = target.name.lower().startswith(("sm_", "gfx"))
-    if not named_by_arch and target.name.lower() not in name.lower():
-        return (f"the GPU is {name}, same architecture {arch} as the target {target.name} but "
-                "another product (other memory, other clocks): timings would not be for the "
-                "target")
-    return None
-
-
 def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
                    where: str = "local", gpu_hint: str = "") -> list[Check]:
     """Judge ``facts`` (from ``runtime_facts``) for ``target_gpu_model``.
@@ -170,7 +155,7 @@ def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
             + (f": {gpu_hint}" if gpu_hint else ": check the driver (nvidia-smi or rocm-smi) "
                "and that PyTorch is a CUDA or ROCm build"))
     else:
-        mismatch = gpu_mismatch(gpu, target)
+        mismatch = gpus.gpu_mismatch(gpu, target)
         add("gpu", mismatch is None, (
             f"{gpu.get('name')} ({gpu.get('architecture')}), {gpu.get('count')} visible; "
             f"matches the target {target.name}") if mismatch is None else

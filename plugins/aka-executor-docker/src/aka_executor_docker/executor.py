@@ -16,7 +16,6 @@ the evaluation apart (see this plugin's README).
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import tempfile
@@ -30,9 +29,10 @@ import structlog
 
 from aka_core import __version__, gpus
 from aka_core.convert import structure
+from aka_core.lifecycle import now_iso
 from aka_core.models import RunConfig
 from aka_core.records import TaskRunner
-from aka_core.smoke import Check, gpu_mismatch, read_facts, runtime_checks
+from aka_core.smoke import Check, read_facts, runtime_checks
 from aka_executor_docker.engine import (
     LABEL_RUN,
     LABEL_TASK,
@@ -245,7 +245,7 @@ class DockerExecutor:
                     f"no GPU visible inside a container of {self.options.image!r} (PyTorch "
                     f"{facts.get('torch') or 'missing'}), but this run evaluates on "
                     f"{target.name}: {self.gpu_hint(gpu)}")
-            mismatch = gpu_mismatch(found, target)
+            mismatch = gpus.gpu_mismatch(found, target)
             if mismatch:
                 raise DockerError(f"inside the container {mismatch}; change target_gpu_model or "
                                   "executor.options.gpus")
@@ -312,7 +312,7 @@ class DockerExecutor:
         # Streamed beside the task folder: `aka run-task` sets aside a task folder it finds.
         staging = run.run_dir / ".containers" / f"{slug(task_id)}.{spec.name}.log"
         staging.parent.mkdir(parents=True, exist_ok=True)
-        _append(staging, f"[aka] {now()} container {spec.name} of {spec.image} for {task_id} "
+        _append(staging, f"[aka] {now_iso()} container {spec.name} of {spec.image} for {task_id} "
                 f"(phase {phase}): network {network}, gpu {spec.gpu or 'none'}, memory "
                 f"{spec.memory}, pids {spec.pids_limit}, limit {timeout:.0f} s\n")
         log.info("task container", task=task_id, container=spec.name, network=network)
@@ -322,7 +322,7 @@ class DockerExecutor:
                                     keep=self.options.keep_containers)
             # After the agent phase the evaluation container follows: no result yet is expected.
             has_result = phase == "agent" or task_result_path(run.run_dir, task_id).is_file()
-            _append(staging, f"[aka] {now()} {describe(outcome, spec)}" + (
+            _append(staging, f"[aka] {now_iso()} {describe(outcome, spec)}" + (
                 "" if has_result else "; the task has no result: resume the run to redo it")
                 + "\n")
         except DockerError:
@@ -375,10 +375,6 @@ def describe(outcome: ContainerOutcome, spec: ContainerSpec) -> str:
     if outcome.oom_killed:
         text += f" (killed for memory: the limit is {spec.memory}; raise executor.options.memory)"
     return text
-
-
-def now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _append(path: Path, text: str) -> None:
