@@ -162,9 +162,8 @@ def test_cpu_task_in_a_container_matches_a_local_run(
     assert containers_of(client, docker) == [], "containers are removed after each task"
 
 
-def test_triton_task_in_a_container(docker_image: str, tmp_path: Path) -> None:
-    """A Triton kernel through Triton's CPU interpreter inside the image (the replay agent
-    delivers the stored faster solution, mounted read-only)."""
+def run_gelu_replay(docker_image: str, tmp_path: Path, **options: Any) -> Path:
+    """Run the replay of the stored gelu solution in the image; returns the task's folder."""
     repo = Path(__file__).resolve().parents[3]
     solutions = repo / "tests" / "solutions"
     config = {
@@ -174,12 +173,18 @@ def test_triton_task_in_a_container(docker_image: str, tmp_path: Path) -> None:
         "target_gpu_model": "cpu",
         "tasks_directory": str(repo / "tasks"),
         "executor": {"name": "docker", "options": {"image": docker_image,
-                                                   "mounts": [str(solutions)]}},
+                                                   "mounts": [str(solutions)], **options}},
     }
-    path = tmp_path / "triton.yaml"
+    path = tmp_path / "gelu.yaml"
     path.write_text(dump_yaml(config), encoding="utf-8")
     run_dir = run_dir_of(aka("run", str(path), "--output-root", str(tmp_path), "--no-progress"))
-    result = read_task_result(run_dir / "triton2triton/gelu/task_result.yaml")
+    return run_dir / "triton2triton/gelu"
+
+
+def test_triton_task_in_a_container(docker_image: str, tmp_path: Path) -> None:
+    """A Triton kernel through Triton's CPU interpreter inside the image (the replay agent
+    delivers the stored faster solution, mounted read-only)."""
+    result = read_task_result(run_gelu_replay(docker_image, tmp_path) / "task_result.yaml")
     assert (result.status, result.pass_compilation, result.pass_correctness) == (
         "completed", True, True), result.error or result.acceptance
     assert result.evaluation["device"]["software"]["mode"].startswith("interpreter")
@@ -188,22 +193,7 @@ def test_triton_task_in_a_container(docker_image: str, tmp_path: Path) -> None:
 def test_agent_and_evaluation_in_two_containers(docker_image: str, tmp_path: Path) -> None:
     """The split a CLI agent gets (agent container, then an evaluation container without network
     or credentials), forced here for the replay agent: same result as one container."""
-    repo = Path(__file__).resolve().parents[3]
-    solutions = repo / "tests" / "solutions"
-    config = {
-        "agent": {"template": "replay", "timeout_seconds": 600,
-                  "options": {"source": str(solutions)}},
-        "tasks": ["triton2triton/gelu"],
-        "target_gpu_model": "cpu",
-        "tasks_directory": str(repo / "tasks"),
-        "executor": {"name": "docker", "options": {"image": docker_image,
-                                                   "mounts": [str(solutions)],
-                                                   "separate_evaluation": "always"}},
-    }
-    path = tmp_path / "split.yaml"
-    path.write_text(dump_yaml(config), encoding="utf-8")
-    run_dir = run_dir_of(aka("run", str(path), "--output-root", str(tmp_path), "--no-progress"))
-    task = run_dir / "triton2triton/gelu"
+    task = run_gelu_replay(docker_image, tmp_path, separate_evaluation="always")
     result = read_task_result(task / "task_result.yaml")
     assert (result.status, result.pass_compilation, result.pass_correctness,
             result.candidate_accepted) == ("completed", True, True, True), result.acceptance
