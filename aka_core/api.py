@@ -22,6 +22,7 @@ from aka_core.host import PluginHost
 from aka_core.lifecycle import (
     TaskContext,
     build_request,
+    compile_only_architecture,
     cpu_unrunnable,
     evaluate_and_score,
     now_iso,
@@ -114,7 +115,7 @@ def evaluate_candidate(
     if not candidate.is_dir():
         raise AkaError(f"candidate folder {candidate} does not exist")
     device = resolve_device(device)
-    require_runnable(loaded, device)
+    require_runnable(loaded, device, host)
     with tempfile.TemporaryDirectory(prefix="aka-eval-", dir=work_dir) as tmp:
         root = Path(tmp)
         workspace, baseline, logs = root / "workspace", root / "baseline", root / "logs"
@@ -140,8 +141,8 @@ def evaluate_candidate(
     return attrs.evolve(result, finished_at=now_iso(), evaluation=evaluation)
 
 
-def require_runnable(task: Task, device: str) -> None:
-    reason = cpu_unrunnable(task, device)
+def require_runnable(task: Task, device: str, host: PluginHost | None = None) -> None:
+    reason = cpu_unrunnable(task, device, host)
     if reason:
         raise AkaError(reason)
 
@@ -164,13 +165,15 @@ def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
 def validate_task_run(task: Task, host: PluginHost, *, device: str = "auto") -> dict[str, Any]:
     """Run a task's reference and baseline through the evaluator (baseline against itself)."""
     device = resolve_device(device)
-    require_runnable(task, device)
+    require_runnable(task, device, host)
+    arch = compile_only_architecture(task, device, host)
     with tempfile.TemporaryDirectory(prefix="aka-validate-") as tmp:
         baseline = Path(tmp) / "baseline"
         copy_task(task, baseline)
         request = build_request(device, task, None, baseline, held_out=True,
-                                measure_performance=True, seeds=None, time_reference=True)
-        record = runner.evaluate(request, env=worker_env(host, task.backend, device),
+                                measure_performance=True, seeds=None, time_reference=True,
+                                compile_only=arch)
+        record = runner.evaluate(request, env=worker_env(host, task.backend, device, arch),
                                  log_path=Path(tmp) / "evaluation.log")
         record["worker_log_tail"] = (Path(tmp) / "evaluation.log").read_text(
             errors="replace")[-3000:]

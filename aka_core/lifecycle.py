@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import structlog
 
-from aka_core import gpus
+from aka_core import gpus, native
 from aka_core.convert import structure, unstructure
 from aka_core.evaluation import runner
 from aka_core.evaluation.request import EvaluationRequest, SideRef, cases_for
@@ -160,8 +160,8 @@ def _agent_phase(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> AgentP
     # 1. Select
     task = load_task(ctx.tasks_root.joinpath(*task_id.split("/")), task_id, ctx.host)
     base.update(family=task.family, backend=task.backend)
-    reason = gpus.skip_reason(task, ctx.config.target_gpu_model) or cpu_unrunnable(task,
-                                                                                 ctx.device)
+    reason = gpus.skip_reason(task, ctx.config.target_gpu_model) or cpu_unrunnable(
+        task, ctx.device, ctx.host)
     if reason:
         log.info("task skipped", reason=reason)
         return TaskResult(status="skipped", skip_reason=reason, **base)
@@ -225,17 +225,37 @@ def run_agent(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> Agen
                               message=f"the agent plugin raised {type(exc).__name__}: {exc}")
 
 
-def cpu_unrunnable(task: Task, device: str) -> str | None:
-    """Why ``task`` cannot be evaluated on ``device`` when that is the CPU, or None."""
+def cpu_unrunnable(task: Task, device: str, host: PluginHost | None = None) -> str | None:
+    """Why ``task`` cannot be evaluated on ``device`` when that is the CPU, or None.
+
+    With ``host``, a task whose backend builds without the GPU is evaluable (compile-only).
+    """
+    if host is not None and compile_only_architecture(task, device, host):
+        return None
     if device == "cpu" and not task.requires.cpu_interpreter:
         return (f"task {task.id} needs a GPU: its kernels cannot run under the CPU interpreter "
                 "(requires.cpu_interpreter: false in its task.yaml)")
     return None
 
 
+def compile_only_architecture(task: Task, device: str, host: PluginHost) -> str | None:
+    """The architecture to build ``task`` for when ``device`` cannot run it, or None to run it.
+
+    Only on the CPU, for a task that needs a GPU, with a backend that builds without one: the
+    task's first ``requires.architectures`` entry, else the backend's default.
+    """
+    if device != "cpu" or task.requires.cpu_interpreter:
+        return None
+    default = host.backend(task.backend).compile_only_architecture
+    if default is None:
+        return None
+    return task.requires.architectures[0] if task.requires.architectures else default
+
+
 def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline: Path,
                   *, held_out: bool, measure_performance: bool, seeds: int | None,
-                  time_reference: bool = False) -> EvaluationRequest:
+                  time_reference: bool = False,
+                  compile_only: str | None = None) -> EvaluationRequest:
     """The evaluator's files (reference, inputs) come from ``baseline``: the preserved copy of the
     task, verified after the agent ran; never from the workspace.
 
@@ -253,28 +273,47 @@ def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline:
         cases=cases, held_out=hidden, tolerance=dict(task.tolerance), device=ctx_device,
         seeds_per_case=seeds or task.seeds_per_case,
         measure_performance=measure_performance, timing=task.timing, timeouts=task.timeouts,
-        time_reference=time_reference,
+        time_reference=time_reference, compile_only_architecture=compile_only,
     )
 
 
-def worker_env(host: PluginHost, backend: str, device: str) -> dict[str, str]:
-    return dict(host.backend(backend).factory().worker_environment(device))
+def worker_env(host: PluginHost, backend: str, device: str,
+               compile_only: str | None = None) -> dict[str, str]:
+    """The backend's worker variables; for a compile-only evaluation, the native build's too."""
+    env = dict(host.backend(backend).factory().worker_environment(device))
+    if compile_only:
+        env.update({native.COMPILE_ONLY_ENV: "1", native.TARGET_ARCH_ENV: compile_only})
+    return env
 
 
 def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: Path, logs: Path,
                        execution: AgentExecution | None, integrity: IntegrityReport,
                        base: dict[str, Any]) -> TaskResult:
     ev = ctx.config.evaluation
+    arch = compile_only_architecture(task, ctx.device, ctx.host)
     request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
-                            measure_performance=ev.measure_performance, seeds=ev.seeds_per_case)
-    log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases])
-    record = runner.evaluate(request, env=worker_env(ctx.host, task.backend, ctx.device),
+                            measure_performance=ev.measure_performance, seeds=ev.seeds_per_case,
+                            compile_only=arch)
+    log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases],
+             compile_only=arch)
+    record = runner.evaluate(request, env=worker_env(ctx.host, task.backend, ctx.device, arch),
                              log_path=logs / "evaluation.log")
     gates = runner.outcome(record)
     if gates["task_error"]:
         return TaskResult(status="error", error=f"the task itself failed: "
                           f"{record['failure']['message']}", agent_execution=execution,
                           integrity=integrity, evaluation=record, **base)
+    if gates["compile_only"]:
+        acceptance = decide_acceptance(record, gates, integrity)
+        note = record["compile_only"]["note"]
+        acceptance = Acceptance(accepted=False, reason=f"{acceptance.reason}; ran: {note}"
+                                if not acceptance.accepted else f"ran: {note}",
+                                gates=(*acceptance.gates, Gate(name="ran", passed=False,
+                                                               detail=note)))
+        return TaskResult(status="compile_only", agent_execution=execution, integrity=integrity,
+                          pass_compilation=gates["pass_compilation"], pass_correctness=None,
+                          candidate_accepted=False, acceptance=acceptance, evaluation=record,
+                          **base)
     acceptance = decide_acceptance(record, gates, integrity)
     summary = EvaluationSummary(accepted=acceptance.accepted,
                                 performance_measured=gates["performance_measured"],

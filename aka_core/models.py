@@ -243,7 +243,7 @@ class ScoreOutcome:
     details: dict[str, Any] = attrs.Factory(dict)
 
 
-TaskStatus = Literal["completed", "skipped", "error"]
+TaskStatus = Literal["completed", "compile_only", "skipped", "error"]
 
 
 @attrs.frozen(kw_only=True)

@@ -24,7 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-_STATUS_STYLE = {"completed": "green", "skipped": "yellow", "error": "red"}
+_STATUS_STYLE = {"completed": "green", "compile_only": "cyan", "skipped": "yellow", "error": "red"}
 
 
 def _stderr_is_terminal() -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 
 from aka_core.errors import BuildError
 from aka_core.models import DeviceInfo
+from aka_core.records import BackendReadiness
 
 
 def _ensure_package(package: str, root: Path) -> None:
@@ -93,6 +94,9 @@ class PythonBackend:
             sys.modules[module_name] = module
             try:
                 spec.loader.exec_module(module)
+            except BuildError:  # a compiled backend's build at import: already says where
+                sys.modules.pop(module_name, None)
+                raise
             except BaseException as exc:
                 sys.modules.pop(module_name, None)
                 file, line = innermost_location(exc, root)
@@ -105,3 +109,13 @@ class PythonBackend:
 
     def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> None:
         """Plain Python needs no compile step; compiled backends launch once here."""
+
+    def readiness(self) -> BackendReadiness:
+        """Whether this host can build and run candidates of this backend (``aka smoke``)."""
+        try:
+            import torch
+        except ImportError as exc:
+            return BackendReadiness(build=False, run=False, detail=f"PyTorch missing: {exc}")
+        gpu = torch.cuda.is_available()
+        return BackendReadiness(build=True, run=True, detail=(
+            "PyTorch on the GPU" if gpu else "PyTorch on the CPU (no GPU visible)"))

@@ -56,6 +56,11 @@ class BackendSpec(PluginRecord):
     """A language/runtime that builds and loads candidates. ``factory() -> Backend``."""
 
     kind: ClassVar[str] = "backend"
+    compile_only_architecture: str | None = None
+    """Set when the backend builds candidates for a GPU on a host without one (nvcc, clang's HIP
+    offload): a task that needs a GPU is then evaluated compile-only on a CPU host, for the
+    task's first ``requires.architectures`` entry or else this architecture, and its result says
+    that nothing ran (status ``compile_only``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -111,6 +116,19 @@ class Agent(Protocol):
         """Edit ``invocation.workspace``; return what happened. Never raise for agent failures."""
 
 
+@attrs.frozen(kw_only=True)
+class BackendReadiness:
+    """What ``Backend.readiness()`` reports for ``aka smoke``."""
+
+    build: bool
+    """Candidates build here (the compiler or DSL is installed)."""
+    run: bool
+    """Candidates run and are timed here (a GPU of a vendor this backend targets is visible)."""
+    detail: str
+    vendors: tuple[str, ...] = ()
+    """GPU vendors the backend runs on (``nvidia``, ``amd``); empty: any, or the CPU."""
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Builds and loads candidates. ``load_callable`` and ``describe_device`` run in the worker."""
@@ -128,7 +146,13 @@ class Backend(Protocol):
         """
 
     def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> None:
-        """Force compilation (e.g. a first launch) so build errors surface in the compile phase."""
+        """Force compilation (e.g. a first launch) so build errors surface in the compile phase.
+
+        In a compile-only evaluation (``aka_core.native.compile_only()``) build, never run.
+        """
+
+    def readiness(self) -> BackendReadiness:
+        """Whether this host can build and run this backend's candidates (``aka smoke``)."""
 
 
 @runtime_checkable

@@ -182,15 +182,15 @@ def _total(rows: Sequence[Mapping[str, Any]], column: str) -> dict[str, Any]:
 def aggregate(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Run-level aggregates of summary rows.
 
-    Rates and the mean score are over *attempted* tasks (completed or error; skipped and missing
-    tasks are left out); the geometric-mean speedup is over accepted tasks with a speedup.
+    Rates and the mean score are over *attempted* tasks (completed or error; skipped, compile-only
+    and missing tasks are left out); the geometric-mean speedup is over accepted tasks with a speedup.
     """
     attempted = [r for r in rows if r["status"] in ("completed", "error")]
     scores = [r["score"] if r["score"] is not None else 0.0 for r in attempted]
     accepted_speedups = [r["speedup_ratio"] for r in rows
                          if r["candidate_accepted"] and r["speedup_ratio"] is not None]
     geomean = geometric_mean(accepted_speedups)
-    status_counts = Counter({"completed": 0, "skipped": 0, "error": 0})
+    status_counts = Counter({"completed": 0, "compile_only": 0, "skipped": 0, "error": 0})
     status_counts.update(r["status"] for r in rows)
     agent_counts = Counter(r["agent_status"] for r in rows if r["agent_status"] is not None)
     return {

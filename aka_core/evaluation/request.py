@@ -38,6 +38,8 @@ class EvaluationRequest:
     timeouts: Timeouts = attrs.Factory(Timeouts)
     time_reference: bool = False
     """Also time the reference alone (task validation checks its run time)."""
+    compile_only_architecture: str | None = None
+    """Build baseline and candidate for this architecture and stop: this host cannot run them."""
     secret_seed: int = 0
     """Per-evaluation secret; sent on stdin only, never written to disk or the environment."""
 

@@ -43,7 +43,8 @@ WORKER_ENV_KEEP = frozenset({
     "XDG_CACHE_HOME", "CC", "CXX",
 })
 WORKER_ENV_PREFIXES = ("CUDA_", "HIP_", "ROCR_", "ROCM_", "HSA_", "TRITON_", "TORCH_", "PYTORCH_",
-                       "NCCL_", "NVIDIA_", "NVSHMEM_", "OMP_", "MKL_", "OPENBLAS_", "AKA_GPU_")
+                       "NCCL_", "NVIDIA_", "NVSHMEM_", "OMP_", "MKL_", "OPENBLAS_", "AKA_GPU_",
+                       "AKA_BUILD_", "NVCC_", "FLYDSL_")
 
 
 WORKER_ENV_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
@@ -314,9 +315,13 @@ def outcome(record: dict[str, Any]) -> dict[str, Any]:
         stopped and phase == "correctness"
     ):
         correct = False
+    compile_only = bool(record.get("compile_only"))
+    if compile_only and failure is None:
+        correct = None  # built for the target, never run
     perf = record.get("performance") or {}
     measured = bool(perf.get("measured")) and failure is None
     return {
+        "compile_only": compile_only,
         "pass_compilation": compiled,
         "pass_correctness": correct,
         "performance_measured": measured,

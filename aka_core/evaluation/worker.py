@@ -86,7 +86,14 @@ class Worker:
         self.device = device
         self.result["device"] = _asdict(self.backend.describe_device(device))
         self.phase("compile")
+        if self.req.compile_only_architecture:
+            self.result["compile_only"] = compile_only_record(self.req)
         self.load_all()
+        if self.req.compile_only_architecture:
+            self.result["performance"] = {"measured": False,
+                                          "reason_not_measured": self.result["compile_only"]["note"]}
+            self.phase("done")
+            return self.result
         if device == "cuda":
             # Checks and timing own the GPU: evaluations sharing it (parallel agents, a trainer's
             # workers) queue here, so no one's kernels run inside another's timed region.
@@ -289,6 +296,14 @@ class Worker:
             self.channel.send("wall_block", marker="start", case=case.name, side=side, calls=calls)
             timing.run_block(fn, inputs, calls)
             self.channel.send("wall_block", marker="end", case=case.name, side=side, calls=calls)
+
+
+def compile_only_record(req: EvaluationRequest) -> dict[str, Any]:
+    arch = req.compile_only_architecture
+    built = ["baseline"] + (["candidate"] if req.candidate is not None else [])
+    return {"architecture": arch, "built": built,
+            "note": f"compile-only: {' and '.join(built)} built for {arch}; this host has no such "
+                    "GPU, so correctness and timing were not run"}
 
 
 def gpu_lock_path() -> Path:

@@ -35,6 +35,7 @@ from aka_core.records import (
     AgentInvocation,
     AgentSpec,
     Backend,
+    BackendReadiness,
     BackendSpec,
     Executor,
     ExecutorSpec,
@@ -219,6 +220,13 @@ class BackendContract(PluginContract):
         env = backend.worker_environment("cpu")
         assert isinstance(env, dict)
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()), env
+
+    def test_readiness_says_whether_it_builds_and_runs(self, backend: Backend) -> None:
+        ready = backend.readiness()
+        assert isinstance(ready, BackendReadiness), "readiness() must return a BackendReadiness"
+        assert isinstance(ready.build, bool) and isinstance(ready.run, bool)
+        assert ready.detail, "readiness().detail must say what was found or what to install"
+        assert not (ready.run and not ready.build), "a backend that cannot build cannot run"
 
     def test_load_callable_loads_a_tiny_module(self, backend: Backend, tmp_path: Path) -> None:
         (tmp_path / "helpers.py").write_text("OFFSET = 1\n", encoding="utf-8")

@@ -10,7 +10,7 @@ from aka_core import hookimpl
 from aka_core.errors import BuildError
 from aka_core.models import DeviceInfo
 from aka_core.python_backend import PythonBackend, innermost_location
-from aka_core.records import BackendSpec
+from aka_core.records import BackendReadiness, BackendSpec
 
 
 class TritonBackend(PythonBackend):
@@ -32,6 +32,23 @@ class TritonBackend(PythonBackend):
         if device == "cpu":
             software["mode"] = "interpreter (TRITON_INTERPRET=1)"
         return attrs.evolve(info, software=software)
+
+    def readiness(self) -> BackendReadiness:
+        try:
+            import triton
+        except ImportError:
+            return BackendReadiness(build=False, run=False, vendors=("nvidia", "amd"), detail=(
+                "Triton is not installed: GPU builds of PyTorch bring it; on a CPU machine "
+                "pip install triton"))
+        import torch
+
+        if torch.cuda.is_available():
+            name = torch.cuda.get_device_name(0)
+            return BackendReadiness(build=True, run=True, vendors=("nvidia", "amd"),
+                                    detail=f"Triton {triton.__version__} on {name}")
+        return BackendReadiness(build=True, run=False, vendors=("nvidia", "amd"), detail=(
+            f"Triton {triton.__version__}, no GPU: correctness through the interpreter only, "
+            "never timed"))
 
     def load_callable(self, root: Path, ref: str, package: str) -> Callable[..., Any]:
         fn = super().load_callable(root, ref, package)

@@ -1,0 +1,67 @@
+"""nvcc: where it is, which architecture to build for, and the command that builds a library."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from aka_core import native
+from aka_core.errors import BuildError
+
+DEFAULT_ARCHITECTURE = "sm_90"
+BASE_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC")
+_ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "--gpu-code")
+
+
+def find_nvcc() -> str | None:
+    """``$AKA_NVCC``, ``$CUDA_HOME/bin/nvcc``, ``nvcc`` on PATH, then ``/usr/local/cuda/bin``."""
+    for candidate in (os.environ.get("AKA_NVCC"),
+                      os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"]) / "bin/nvcc"),
+                      shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def require_nvcc() -> str:
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise BuildError("nvcc not found: install the CUDA toolkit (or pip install nvidia-cuda-nvcc)"
+                         " and put nvcc on PATH, or set CUDA_HOME or AKA_NVCC")
+    return nvcc
+
+
+@functools.cache
+def nvcc_identity(nvcc: str) -> str:
+    return native.tool_identity(nvcc)
+
+
+def nvcc_version(nvcc: str) -> str:
+    match = re.search(r"release (\d+\.\d+)", nvcc_identity(nvcc))
+    return match.group(1) if match else "unknown"
+
+
+def device_architecture() -> str:
+    """``sm_XY`` of the visible GPU; in a compile-only evaluation, the target the evaluator gave."""
+    if native.compile_only():
+        return native.target_architecture() or DEFAULT_ARCHITECTURE
+    import torch
+
+    if not torch.cuda.is_available():
+        raise BuildError("no NVIDIA GPU visible to PyTorch: CUDA candidates build for the GPU they "
+                         "run on (a compile-only evaluation builds for the task's architecture)")
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+def build_command(nvcc: str, sources: Sequence[Path], arch: str,
+                  flags: Sequence[str]) -> list[str]:
+    """One nvcc call: every source into ``{out}/lib.so`` for ``arch`` (unless flags name one)."""
+    command = [nvcc, *BASE_FLAGS, "-shared", "-o", "{out}/lib.so"]
+    if not any(f.split("=")[0] in _ARCH_FLAGS for f in flags):
+        command.append(f"-arch={arch}")
+    return [*command, *flags, *(str(s) for s in sources)]
