@@ -1,4 +1,4 @@
-"""The GPU proof of the Triton corpus and the measurement engine, in one call.
+"""The GPU proof of the task corpus and the measurement engine, in one call.
 
 Sections (each row measured in this one run, side by side):
   validate  every task's reference and baseline through the evaluator (`aka validate --run`)
@@ -6,9 +6,12 @@ Sections (each row measured in this one run, side by side):
   double    a baseline that does its work twice (triton2triton tasks): must measure 0.50 +- 2%
   latency   `aka eval` wall time per task, split into start-up, compile, correctness, timing
   aa        the baseline against itself (the noop agent), N fresh evaluations per task
+  compile   tasks this host cannot run (HIP, FlyDSL without an AMD GPU): the stored solution
+            evaluated compile-only for the task's architecture; the row says nothing ran
 
 Usage:  python bench/gpu_bench.py --out DIR [--sections validate,replay,double,latency,aa]
-                                  [--aa-repeats 10] [--tasks id ...] [--deadline-s 540]
+                                  [--aa-repeats 10] [--tasks id ...] [--backends cuda,triton]
+                                  [--deadline-s 540] [--merge earlier/bench.json]
 Writes DIR/bench.json (everything, raw samples included) and DIR/table.md, prints the table.
 """
 
@@ -129,6 +132,8 @@ def run_item(section: str, task_id: str, tmp: Path) -> Any:
     if section == "aa":
         cand = same_as_baseline(task, tmp / "aa" / task_id)
         return perf_summary(evaluate(task_id, cand))
+    if section == "compile":
+        return compile_only_row(task_id)
     raise ValueError(section)
 
 
@@ -140,6 +145,8 @@ def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> N
 
     deadline = time.monotonic() + args.deadline_s
     ids = args.tasks or task_ids()
+    if args.backends:
+        ids = [t for t in ids if load(t).backend in args.backends]
     tmp = Path(tempfile.mkdtemp(prefix="aka-bench-"))
     lock = threading.Lock()
 
@@ -170,6 +177,17 @@ def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> N
             list(pool.map(lambda item: one(*item), items))
 
 
+def compile_only_row(task_id: str) -> dict[str, Any]:
+    from aka_core import api
+    from aka_core.convert import unstructure
+
+    result = unstructure(api.evaluate_candidate(TASKS / task_id, SOLUTIONS / task_id, device="cpu"))
+    record = result["evaluation"].get("compile_only") or {}
+    return {"status": result["status"], "pass_compilation": result["pass_compilation"],
+            "architecture": record.get("architecture"), "built": record.get("built"),
+            "note": record.get("note") or result["acceptance"]["reason"]}
+
+
 def cli_latency(task_id: str) -> dict[str, Any]:
     """Seconds from `aka eval` start to its result, and the evaluator's own phase split."""
     started = time.monotonic()
@@ -193,6 +211,13 @@ def environment() -> dict[str, Any]:
 
     info = {"python": platform.python_version(), "torch": torch.__version__,
             "triton": triton.__version__, "platform": platform.platform()}
+    try:
+        from aka_backend_cuda.toolchain import find_nvcc, nvcc_version
+
+        nvcc = find_nvcc()
+        info["nvcc"] = nvcc_version(nvcc) if nvcc else None
+    except ImportError:
+        pass
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         info.update(gpu=p.name, sm=f"{p.major}.{p.minor}", multiprocessors=p.multi_processor_count,
@@ -211,14 +236,22 @@ def table(data: dict[str, Any]) -> str:
     lines = [f"# aka GPU bench: {env.get('gpu', 'no GPU')}",
              "",
              f"torch {env.get('torch')}, triton {env.get('triton')}, CUDA {env.get('cuda')}, "
+             f"nvcc {env.get('nvcc')}, "
              f"python {env.get('python')}, {env.get('nvidia_smi', '')}; {data.get('date')}",
              f"command: `{data.get('command')}`", ""]
     ids = sorted(set().union(*(data.get(s, {}).keys() for s in
-                               ("validate", "replay", "double", "aa", "latency"))))
+                               ("validate", "replay", "double", "aa", "latency", "compile"))))
     lines += ["| task | validate | reference ms | baseline ms | A/A median (min..max) | A/A CI has 1 | "
               "solution speedup [95% CI] | 2x work | eval s (start/compile/check/time) |",
               "|---|---|---|---|---|---|---|---|---|"]
     for task_id in ids:
+        c = data.get("compile", {}).get(task_id)
+        if c is not None:
+            built = ", ".join(c.get("built") or []) or "nothing"
+            lines.append(f"| {task_id} | compile-only ({c.get('architecture')}): "
+                         f"{'built ' + built if c.get('pass_compilation') else 'BUILD FAILED'}; "
+                         f"not run, no such GPU here | - | - | - | - | - | - | - |")
+            continue
         v = data.get("validate", {}).get(task_id, {})
         ref = [c["reference_ms"] for c in v.get("checks", []) if c.get("reference_ms")]
         base = [c["baseline_ms"] for c in v.get("checks", []) if c.get("baseline_ms")]
@@ -263,6 +296,8 @@ def main() -> int:
                         type=lambda s: s.split(","))
     parser.add_argument("--aa-repeats", type=int, default=10)
     parser.add_argument("--tasks", nargs="*")
+    parser.add_argument("--backends", type=lambda s: s.split(","),
+                        help="only tasks of these backends (e.g. cuda)")
     parser.add_argument("--deadline-s", type=float, default=540)
     parser.add_argument("--merge", help="an earlier bench.json to extend")
     parser.add_argument("--latency-tasks", type=int, default=12,

@@ -26,11 +26,6 @@ from typing import Any
 
 import attrs
 
-from aka_core import hookimpl, native
-from aka_core.models import DeviceInfo
-from aka_core.python_backend import PythonBackend
-from aka_core.records import BackendReadiness, BackendSpec
-
 from aka_backend_cuda.toolchain import (
     DEFAULT_ARCHITECTURE,
     build_command,
@@ -40,6 +35,10 @@ from aka_backend_cuda.toolchain import (
     nvcc_version,
     require_nvcc,
 )
+from aka_core import hookimpl, native
+from aka_core.models import DeviceInfo
+from aka_core.python_backend import PythonBackend
+from aka_core.records import BackendReadiness, BackendSpec
 
 __all__ = ["CudaBackend", "load"]
 
