@@ -107,3 +107,23 @@ def test_graph_replays_count_every_launch_of_claimed_device_time() -> None:
     assert check["passed"] is False
     assert check["claimed_device_ms"] == 40.0
 
+
+
+def test_each_side_keeps_its_fastest_block() -> None:
+    # A busy parent read the candidate's first end marker 30 ms late; its second block is clean.
+    perf = {"cases": [perf_case("big", 1.0, baseline_ms=0.06)]}
+    w = runner._Watch()
+    w.phase_times = {"timing": 5.0}
+    now = 100.0
+    for block, delays in enumerate(({"baseline": 0.0, "candidate": 0.030},
+                                    {"baseline": 0.0, "candidate": 0.0})):
+        for side in ("baseline", "candidate"):
+            w.blocks.append((now, {"marker": "start", "case": "big", "side": side, "calls": 2000,
+                                   "block": block}))
+            now += 0.120 + delays[side]
+            w.blocks.append((now, {"marker": "end", "case": "big", "side": side, "calls": 2000,
+                                   "block": block}))
+    check = runner.wall_clock_check(perf, w)
+    assert check["passed"] is True, check.get("reason")
+    (entry,) = check["cases"]
+    assert abs(entry["wall_speedup"] - 1.0) < 1e-6
