@@ -106,7 +106,8 @@ def skip_reason(task: Task, target: GpuModel | str) -> str | None:
     if gpu.is_cpu:
         if backend_vendor is not None:
             return (f"backend {task.backend!r} needs an {_vendor_label(backend_vendor)} GPU; "
-                    "the target is cpu")
+                    "the target is cpu (to build it compile-only on this host, set "
+                    "target_gpu_model to the GPU and evaluation.device: cpu)")
         if not needs.cpu_interpreter:
             return "the task needs a GPU (requires.cpu_interpreter is false); the target is cpu"
         return None

@@ -20,6 +20,7 @@ import structlog
 
 from aka_core import gpus, native
 from aka_core.convert import structure, unstructure
+from aka_core.errors import ConfigError
 from aka_core.evaluation import runner
 from aka_core.evaluation.request import EvaluationRequest, SideRef, cases_for
 from aka_core.host import PluginHost
@@ -230,7 +231,7 @@ def cpu_unrunnable(task: Task, device: str, host: PluginHost | None = None) -> s
 
     With ``host``, a task whose backend builds without the GPU is evaluable (compile-only).
     """
-    if host is not None and compile_only_architecture(task, device, host):
+    if host is not None and compile_only_architecture(task, device, host) is not None:
         return None
     if device == "cpu" and not task.requires.cpu_interpreter:
         return (f"task {task.id} needs a GPU: its kernels cannot run under the CPU interpreter "
@@ -238,17 +239,25 @@ def cpu_unrunnable(task: Task, device: str, host: PluginHost | None = None) -> s
     return None
 
 
-def compile_only_architecture(task: Task, device: str, host: PluginHost) -> str | None:
+def compile_only_architecture(task: Task, device: str, host: PluginHost,
+                              target_gpu_model: str | None = None) -> str | None:
     """The architecture to build ``task`` for when ``device`` cannot run it, or None to run it.
 
     Only on the CPU, for a task that needs a GPU, with a backend that builds without one: the
-    task's first ``requires.architectures`` entry, else the backend's default.
+    target GPU's architecture (a run with ``target_gpu_model: MI300X`` and ``evaluation.device:
+    cpu``), else the task's first ``requires.architectures`` entry, else the backend's default.
     """
     if device != "cpu" or task.requires.cpu_interpreter:
         return None
     default = host.backend(task.backend).compile_only_architecture
     if default is None:
         return None
+    try:
+        target = gpus.gpu_model(target_gpu_model) if target_gpu_model else None
+    except ConfigError:  # not a model name (``aka eval``'s "this-host-gpu")
+        target = None
+    if target is not None and not target.is_cpu and target.architecture:
+        return target.architecture
     return task.requires.architectures[0] if task.requires.architectures else default
 
 
@@ -290,7 +299,7 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                        execution: AgentExecution | None, integrity: IntegrityReport,
                        base: dict[str, Any]) -> TaskResult:
     ev = ctx.config.evaluation
-    arch = compile_only_architecture(task, ctx.device, ctx.host)
+    arch = compile_only_architecture(task, ctx.device, ctx.host, ctx.config.target_gpu_model)
     request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
                             measure_performance=ev.measure_performance, seeds=ev.seeds_per_case,
                             compile_only=arch)

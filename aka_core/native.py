@@ -350,3 +350,16 @@ class CompiledOnly:
         if name.startswith("_"):
             raise AttributeError(name)
         return self.function(name)
+
+
+def builds_of(fn: Callable[..., Any]) -> dict[str, Any]:
+    """What the module of ``fn`` built (its ``Library`` and ``CompiledOnly`` globals), for the
+    evaluation record: ``{"built": [...]}`` with each build folder and architecture."""
+    built = []
+    for value in list(getattr(fn, "__globals__", {}).values()):
+        if isinstance(value, Library):
+            built.append({"library": str(value.path)})
+        elif isinstance(value, CompiledOnly):
+            built.append({"architecture": value.architecture, "folder": str(value.folder)})
+    return {"built": built}
+

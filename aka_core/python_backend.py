@@ -107,8 +107,9 @@ class PythonBackend:
             raise BuildError(f"{file_name} defines no callable {attr!r}", file=file_name)
         return fn
 
-    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> None:
+    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """Plain Python needs no compile step; compiled backends launch once here."""
+        return None
 
     def readiness(self) -> BackendReadiness:
         """Whether this host can build and run candidates of this backend (``aka smoke``)."""

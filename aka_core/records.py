@@ -145,10 +145,12 @@ class Backend(Protocol):
         Raise ``aka_core.errors.BuildError`` (with file and line where known) when it does not build.
         """
 
-    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> None:
+    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """Force compilation (e.g. a first launch) so build errors surface in the compile phase.
 
-        In a compile-only evaluation (``aka_core.native.compile_only()``) build, never run.
+        In a compile-only evaluation (``aka_core.native.compile_only()``) build, never run. May
+        return facts about what was built (code objects, registers): the evaluation record keeps
+        them per side under ``compile.sides`` (and ``compile_only.sides``).
         """
 
     def readiness(self) -> BackendReadiness:

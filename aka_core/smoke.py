@@ -1,8 +1,11 @@
 """``aka smoke``: is this runtime ready to run and time tasks for a target GPU?
 
 Checks the runtime the tasks will run in: Python, aka and its plugins, PyTorch, Triton, the GPU
-PyTorch sees and whether its architecture is the target's, and the toolchain Triton needs on a GPU
-(a C compiler and Python's headers, for the launcher it compiles on first use).
+PyTorch sees and whether its architecture is the target's, the toolchain Triton needs on a GPU
+(a C compiler and Python's headers, for the launcher it compiles on first use), and, for each
+installed backend, its own answer (``Backend.readiness()``): can this host build its candidates,
+and run them? A backend that cannot run fails the check only when the target GPU needs it (a
+cuda backend without a GPU on a CPU host builds compile-only, which is fine there).
 
 The local runtime is always checked. An executor that runs tasks elsewhere adds the same checks
 made there, and its own (the docker executor: engine reachable, image present, GPU visible inside
@@ -95,7 +98,22 @@ def runtime_facts(host: PluginHost | None = None) -> dict[str, Any]:
             "hipcc": _tool("hipcc", "/opt/rocm/bin"),
         },
         "python_headers": bool(include) and (Path(include) / "Python.h").is_file(),
+        "backends": backend_readiness(host),
     }
+
+
+def backend_readiness(host: PluginHost) -> dict[str, dict[str, Any]]:
+    """Each installed backend's own answer: can this host build its candidates, and run them?"""
+    out: dict[str, dict[str, Any]] = {}
+    for name in host.names("backend"):
+        try:
+            ready = host.backend(name).factory().readiness()
+            out[name] = {"build": bool(ready.build), "run": bool(ready.run), "detail": ready.detail,
+                         "vendors": list(ready.vendors)}
+        except Exception as exc:  # a broken backend is a finding, not a crash of smoke
+            out[name] = {"build": False, "run": False, "vendors": [],
+                         "detail": f"readiness() raised {type(exc).__name__}: {exc}"}
+    return out
 
 
 # --------------------------------------------------------------------------- checks
@@ -147,6 +165,7 @@ def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
         add("gpu", True, f"{found}; " + ("the target is cpu: tasks are checked on the CPU, "
                                           "performance is not measured" if target else
                                           "give --target to check it against a GPU model"))
+        _backend_checks(facts, target, add)
         return checks
     if not gpu:
         build = str(torch or "")
@@ -161,6 +180,7 @@ def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
             f"matches the target {target.name}") if mismatch is None else
             f"{mismatch}; change target_gpu_model or run on a host with a {target.name}")
 
+    _backend_checks(facts, target, add)
     tools = facts.get("tools") or {}
     missing = [what for what, present in (("a C compiler", tools.get("cc")),
                                           ("Python's headers (Python.h)",
@@ -169,11 +189,21 @@ def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
         f"C compiler {tools.get('cc')} and Python.h present") if not missing else
         f"missing {' and '.join(missing)}: Triton compiles its GPU launcher with them on first "
         "use (Debian/Ubuntu: apt-get install gcc python3-dev)")
-    compiler = "nvcc" if target.vendor == "nvidia" else "hipcc"
-    add(compiler, True, f"{tools.get(compiler)}" if tools.get(compiler) else
-        f"{compiler} not found: only the {'cuda' if compiler == 'nvcc' else 'hip'} backend "
-        "needs it")
     return checks
+
+
+def _backend_checks(facts: Mapping[str, Any], target: Any, add: Any) -> None:
+    """One line per backend: builds? runs? Failing only where the target GPU needs it to run."""
+    for name, ready in sorted((facts.get("backends") or {}).items()):
+        build, run = ready.get("build"), ready.get("run")
+        vendors = ready.get("vendors") or []
+        needed = target is not None and not target.is_cpu and (
+            not vendors or target.vendor in vendors)
+        verdict = ("builds and runs" if run else "builds, cannot run here" if build
+                   else "cannot build here")
+        ok = bool(run) if needed else True
+        hint = "" if ok else f" (tasks of this backend on {target.name} need it to run)"
+        add(f"backend:{name}", ok, f"{verdict}: {ready.get('detail')}{hint}")
 
 
 # --------------------------------------------------------------------------- smoke
@@ -219,7 +249,8 @@ def _option_problems(schema: Mapping[str, Any] | None, options: dict[str, Any]) 
 def render(checks: list[Check]) -> str:
     """One line per check: ``ok``/``FAIL``, where, name, detail."""
     width = max((len(c.where) for c in checks), default=5)
-    lines = [f"{'ok  ' if c.ok else 'FAIL'}  {c.where:<{width}}  {c.name:<9}  {c.detail}"
+    names = max((len(c.name) for c in checks), default=9)
+    lines = [f"{'ok  ' if c.ok else 'FAIL'}  {c.where:<{width}}  {c.name:<{names}}  {c.detail}"
              for c in checks]
     failed = sum(not c.ok for c in checks)
     lines.append("ready" if not failed else f"{failed} check(s) failed")

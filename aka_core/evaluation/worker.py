@@ -15,7 +15,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class Worker:
         self.req = request
         self.channel = channel
         self.result: dict[str, Any] = {"phases": {}}
+        self.build_facts: dict[str, dict[str, Any]] = {}
         self._phase: str | None = None
         self._phase_start = time.monotonic()
         secret = request.secret_seed
@@ -88,10 +89,12 @@ class Worker:
         self.device = device
         self.result["device"] = _asdict(self.backend.describe_device(device))
         self.phase("compile")
-        if self.req.compile_only_architecture:
-            self.result["compile_only"] = compile_only_record(self.req)
+        if self.req.compile_only_architecture:  # until the build succeeds: nothing built
+            self.result["compile_only"] = compile_only_record(self.req, built=False)
         self.load_all()
         if self.req.compile_only_architecture:
+            self.result["compile_only"] = compile_only_record(self.req, built=True,
+                                                              sides=self.build_facts)
             self.result["performance"] = {"measured": False,
                                           "reason_not_measured": self.result["compile_only"]["note"]}
             self.phase("done")
@@ -134,6 +137,8 @@ class Worker:
         if cand_ref is not None:
             self._prepare("candidate", self.candidate, inputs)
         self.result["compile"] = {"passed": True, "seconds": round(time.monotonic() - started, 4)}
+        if self.build_facts:
+            self.result["compile"]["sides"] = self.build_facts
 
     def _load(self, side: str, ref: Any, package: str) -> Callable[..., Any]:
         try:
@@ -145,7 +150,9 @@ class Worker:
 
     def _prepare(self, side: str, fn: Callable[..., Any], inputs: dict[str, Any]) -> None:
         try:
-            self.backend.prepare(fn, inputs)
+            facts = self.backend.prepare(fn, inputs)
+            if isinstance(facts, Mapping):  # what the backend built, for the record
+                self.build_facts[side] = dict(facts)
         except BuildError as exc:
             raise CandidateFailure("compile" if side == "candidate" else "task_error",
                                    f"{side} does not compile: {exc.message}", file=exc.file,
@@ -307,12 +314,20 @@ class Worker:
                                   calls=calls, block=block)
 
 
-def compile_only_record(req: EvaluationRequest) -> dict[str, Any]:
+def compile_only_record(req: EvaluationRequest, *, built: bool,
+                        sides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     arch = req.compile_only_architecture
-    built = ["baseline"] + (["candidate"] if req.candidate is not None else [])
-    return {"architecture": arch, "built": built,
-            "note": f"compile-only: {' and '.join(built)} built for {arch}; this host has no such "
-                    "GPU, so correctness and timing were not run"}
+    if not built:
+        return {"architecture": arch, "built": [],
+                "note": f"compile-only for {arch}: the build failed; nothing ran"}
+    names = ["baseline"] + (["candidate"] if req.candidate is not None else [])
+    record: dict[str, Any] = {
+        "architecture": arch, "built": names,
+        "note": f"compile-only: {' and '.join(names)} built for {arch}; this host has no such "
+                "GPU, so correctness and timing were not run"}
+    if sides:
+        record["sides"] = dict(sides)
+    return record
 
 
 def gpu_lock_path() -> Path:

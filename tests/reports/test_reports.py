@@ -74,7 +74,8 @@ def test_json_aggregates(run_dir: Path) -> None:
     doc = _json(run_dir)
     assert len(doc["tasks"]) == 6
     agg = doc["aggregates"]
-    assert agg["status_counts"] == {"completed": 3, "error": 1, "missing": 1, "skipped": 1}
+    assert agg["status_counts"] == {"completed": 3, "compile_only": 0, "error": 1, "missing": 1,
+                                    "skipped": 1}
     assert agg["attempted"] == 4  # completed + error
     assert agg["compiled"] == {"count": 3, "of": 4, "rate": 0.75}
     assert agg["correct"] == {"count": 2, "of": 4, "rate": 0.5}

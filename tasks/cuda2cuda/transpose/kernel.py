@@ -1,7 +1,6 @@
 """Transpose of a bf16 [M, N] matrix into a new contiguous [N, M] one: launches kernel.cu."""
 
 import torch
-
 from aka_backend_cuda import load
 
 _lib = load("kernel.cu", functions=["transpose_bf16"])

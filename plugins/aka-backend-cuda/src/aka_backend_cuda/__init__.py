@@ -76,14 +76,18 @@ class CudaBackend(PythonBackend):
                                 "here: nothing runs)")
         return attrs.evolve(info, software=software)
 
-    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> None:
-        """The build ran when the module was imported; launch once to surface launch errors."""
+    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The build ran when the module was imported; launch once to surface launch errors.
+
+        Compile-only: nothing is launched; returns the builds the module made, for the record.
+        """
         if native.compile_only():
-            return
+            return native.builds_of(fn)
         import torch
 
         fn(**inputs)
         torch.cuda.synchronize()
+        return None
 
     def readiness(self) -> BackendReadiness:
         nvcc = find_nvcc()

@@ -1,7 +1,6 @@
 """RMSNorm over the rows of a bf16 [M, N] tensor: allocates the output and launches kernel.cu."""
 
 import torch
-
 from aka_backend_cuda import load
 
 _lib = load("kernel.cu", functions=["rms_norm_bf16"])

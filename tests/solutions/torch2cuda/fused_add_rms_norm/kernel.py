@@ -1,7 +1,6 @@
 """fused_add_rms_norm in CUDA: one kernel (kernel.cu) instead of PyTorch's seven."""
 
 import torch
-
 from aka_backend_cuda import load
 
 _lib = load("kernel.cu", functions=["fused_add_rms_norm_bf16"])

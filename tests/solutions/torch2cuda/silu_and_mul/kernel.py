@@ -1,7 +1,6 @@
 """silu_and_mul in CUDA: one fused kernel (kernel.cu) instead of PyTorch's two passes."""
 
 import torch
-
 from aka_backend_cuda import load
 
 _lib = load("kernel.cu", functions=["silu_and_mul_bf16"])
