@@ -248,6 +248,8 @@ def table(data: dict[str, Any]) -> str:
         c = data.get("compile", {}).get(task_id)
         if c is not None:
             built = ", ".join(c.get("built") or []) or "nothing"
+            if "baseline" not in (c.get("built") or []):
+                built += " (the PyTorch baseline has nothing to build)"
             lines.append(f"| {task_id} | compile-only ({c.get('architecture')}): "
                          f"{'built ' + built if c.get('pass_compilation') else 'BUILD FAILED'}; "
                          f"not run, no such GPU here | - | - | - | - | - | - | - |")
@@ -284,6 +286,12 @@ def table(data: dict[str, Any]) -> str:
         worst = max(abs(x - 1) for x in aa_all)
         lines += ["", f"A/A over all tasks: {len(aa_all)} evaluations, worst |1 - s| = "
                   f"{worst * 100:.3f}%, geomean {math.exp(sum(map(math.log, aa_all)) / len(aa_all)):.4f}"]
+    for merged in data.get("merged_runs", []):
+        env = merged.get("environment", {})
+        lines += ["", f"Rows of sections {', '.join(merged.get('sections', []))} were added on "
+                  f"{merged.get('date')} on another host ({env.get('gpu', 'no GPU')}, "
+                  f"{env.get('platform')}, torch {env.get('torch')}, nvcc {env.get('nvcc')}): "
+                  f"`{merged.get('command')}`"]
     if data.get("incomplete"):
         lines += ["", "INCOMPLETE: " + "; ".join(data["incomplete"])]
     return "\n".join(lines) + "\n"
@@ -311,8 +319,13 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = json.loads(Path(args.merge).read_text()) if args.merge else {}
-    data.update(environment=environment(), date=time.strftime("%Y-%m-%d"),
-                command="python bench/gpu_bench.py " + " ".join(sys.argv[1:]))
+    this_run = {"environment": environment(), "date": time.strftime("%Y-%m-%d"),
+                "command": "python bench/gpu_bench.py " + " ".join(sys.argv[1:]),
+                "sections": args.sections}
+    if args.merge:  # the earlier run keeps its header; this one is listed below the table
+        data.setdefault("merged_runs", []).append(this_run)
+    else:
+        data.update({k: v for k, v in this_run.items() if k != "sections"})
 
     def save() -> None:
         (out / "bench.json").write_text(json.dumps(data, indent=1, default=str))

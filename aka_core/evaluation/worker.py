@@ -320,13 +320,22 @@ def compile_only_record(req: EvaluationRequest, *, built: bool,
     if not built:
         return {"architecture": arch, "built": [],
                 "note": f"compile-only for {arch}: the build failed; nothing ran"}
-    names = ["baseline"] + (["candidate"] if req.candidate is not None else [])
+    sides = dict(sides or {})
+    loaded = ["baseline"] + (["candidate"] if req.candidate is not None else [])
+    # A side whose backend reported an empty build (PyTorch code) had nothing to build.
+    names = [s for s in loaded if s not in sides or sides[s].get("built", True)]
+    idle = [s for s in loaded if s not in names]
+    idle_text = f"{' and '.join(idle)}: PyTorch code, nothing to build"
+    if names:
+        what = f"compile-only: {' and '.join(names)} built for {arch}"
+        what += f" ({idle_text})" if idle else ""
+    else:
+        what = f"compile-only for {arch}: {idle_text}"
     record: dict[str, Any] = {
         "architecture": arch, "built": names,
-        "note": f"compile-only: {' and '.join(names)} built for {arch}; this host has no such "
-                "GPU, so correctness and timing were not run"}
+        "note": f"{what}; this host has no such GPU, so correctness and timing were not run"}
     if sides:
-        record["sides"] = dict(sides)
+        record["sides"] = sides
     return record
 
 
