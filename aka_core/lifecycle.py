@@ -313,12 +313,14 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                           f"{record['failure']['message']}", agent_execution=execution,
                           integrity=integrity, evaluation=record, **base)
     if gates["compile_only"]:
-        acceptance = decide_acceptance(record, gates, integrity)
         note = record["compile_only"]["note"]
-        acceptance = Acceptance(accepted=False, reason=f"{acceptance.reason}; ran: {note}"
-                                if not acceptance.accepted else f"ran: {note}",
-                                gates=(*acceptance.gates, Gate(name="ran", passed=False,
-                                                               detail=note)))
+        checked = [attrs.evolve(g, detail="not checked: compile-only") if g.name == "correct"
+                   and gates["pass_compilation"] else g
+                   for g in decide_acceptance(record, gates, integrity).gates]
+        checked.append(Gate(name="ran", passed=False, detail=note))
+        failed = [g for g in checked if not g.passed]
+        acceptance = Acceptance(accepted=False, gates=tuple(checked), reason="; ".join(
+            f"{g.name}: {g.detail}" if g.detail else g.name for g in failed))
         return TaskResult(status="compile_only", agent_execution=execution, integrity=integrity,
                           pass_compilation=gates["pass_compilation"], pass_correctness=None,
                           candidate_accepted=False, acceptance=acceptance, evaluation=record,

@@ -6,6 +6,8 @@ Sections (each row measured in this one run, side by side):
   double    a baseline that does its work twice (triton2triton tasks): must measure 0.50 +- 2%
   latency   `aka eval` wall time per task, split into start-up, compile, correctness, timing
   aa        the baseline against itself (the noop agent), N fresh evaluations per task
+  graph     each task on its smoke shape only (microsecond kernels: the CUDA-graph timing path):
+            the baseline against itself 3 times and the stored solution once
   compile   tasks this host cannot run (HIP, FlyDSL without an AMD GPU): the stored solution
             evaluated compile-only for the task's architecture; the row says nothing ran
 
@@ -47,12 +49,12 @@ def load(task_id: str) -> Any:
     return load_task(TASKS / task_id, task_id, PluginHost())
 
 
-def evaluate(task_id: str, candidate: Path) -> dict[str, Any]:
+def evaluate(task_id: str, candidate: Path, task_dir: Path | None = None) -> dict[str, Any]:
     from aka_core import api
     from aka_core.convert import unstructure
 
     started = time.monotonic()
-    result = unstructure(api.evaluate_candidate(TASKS / task_id, candidate))
+    result = unstructure(api.evaluate_candidate(task_dir or TASKS / task_id, candidate))
     result["bench_wall_s"] = time.monotonic() - started
     return result
 
@@ -134,6 +136,11 @@ def run_item(section: str, task_id: str, tmp: Path) -> Any:
         return perf_summary(evaluate(task_id, cand))
     if section == "compile":
         return compile_only_row(task_id)
+    if section == "graph":
+        small = smoke_shaped_task(task, tmp / "graph" / task_id)
+        aa = [perf_summary(evaluate(task_id, same_as_baseline(task, tmp / f"graph-aa{i}" / task_id),
+                                    small)) for i in range(3)]
+        return {"aa": aa, "replay": perf_summary(evaluate(task_id, SOLUTIONS / task_id, small))}
     raise ValueError(section)
 
 
@@ -175,6 +182,21 @@ def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> N
         jobs = 1 if section == "latency" else args.jobs
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             list(pool.map(lambda item: one(*item), items))
+
+
+def smoke_shaped_task(task: Any, dest: Path) -> Path:
+    """A copy of the task whose only case is its smoke shape (no held-out cases)."""
+    import shutil
+
+    from aka_core.yamlio import dump_yaml, load_plain_yaml
+
+    shutil.copytree(task.root, dest, dirs_exist_ok=True)
+    doc = load_plain_yaml(dest / "task.yaml")
+    smoke = doc["smoke_case"]
+    doc["cases"] = [{"name": f"smoke_{smoke['name']}", "params": smoke["params"]}]
+    doc.pop("held_out_cases", None)
+    (dest / "task.yaml").write_text(dump_yaml(doc))
+    return dest
 
 
 def compile_only_row(task_id: str) -> dict[str, Any]:
@@ -289,9 +311,28 @@ def table(data: dict[str, Any]) -> str:
     for merged in data.get("merged_runs", []):
         env = merged.get("environment", {})
         lines += ["", f"Rows of sections {', '.join(merged.get('sections', []))} were added on "
-                  f"{merged.get('date')} on another host ({env.get('gpu', 'no GPU')}, "
+                  f"{merged.get('date')} by a later run ({env.get('gpu', 'no GPU')}, "
                   f"{env.get('platform')}, torch {env.get('torch')}, nvcc {env.get('nvcc')}): "
                   f"`{merged.get('command')}`"]
+    graph = data.get("graph", {})
+    if graph:
+        lines += ["", "Smoke shapes only (the CUDA-graph timing path for kernels under 30 us):", "",
+                  "| task | method | baseline ms | A/A (3 evaluations) | solution speedup [95% CI] |",
+                  "|---|---|---|---|---|"]
+        for task_id, row in sorted(graph.items()):
+            if "aa" not in row:
+                lines.append(f"| {task_id} | error: {str(row.get('error'))[:80]} | | | |")
+                continue
+            cases = [c for r in [*row["aa"], row["replay"]] for c in r.get("cases") or []]
+            methods = ", ".join(sorted({str(c.get("method")) for c in cases})) or "-"
+            base = [c["baseline_median_ms"] for c in cases if c.get("baseline_median_ms")]
+            aa = ", ".join(f"{r['speedup']:.4f}" if r.get("speedup") else "FAILED"
+                           for r in row["aa"])
+            rp = row["replay"]
+            rp_txt = fmt_ci(rp.get("speedup"), rp.get("ci95")) if rp.get("accepted") else (
+                f"REJECTED: {str(rp.get('reason'))[:60]}")
+            lines.append(f"| {task_id} | {methods} | "
+                         f"{statistics.median(base) if base else float('nan'):.4f} | {aa} | {rp_txt} |")
     if data.get("incomplete"):
         lines += ["", "INCOMPLETE: " + "; ".join(data["incomplete"])]
     return "\n".join(lines) + "\n"
