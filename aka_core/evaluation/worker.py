@@ -270,9 +270,11 @@ class Worker:
             return None if cmp["passed"] else cmp["reason"]
 
         for index, case in enumerate(self.req.cases):
+            graphs: dict[str, list[Any]] = {}
             record = timing.time_case(
                 self.baseline, self.candidate, self.fresh_inputs(case), check,
                 self.req.timing, flush, order_seed=derive_seed(self.timing_root, "order", index),
+                graphs=graphs,
             )
             record["case"] = case.name
             record["held_out"] = case.name in self.req.held_out
@@ -280,7 +282,8 @@ class Worker:
             if record.get("failed"):
                 raise CandidateFailure("timing_check", f"case {case.name}: {record['reason']}",
                                        case=case.name)
-            self.wall_blocks(case, record)
+            self.wall_blocks(case, record, graphs)
+            del graphs
             if self.req.time_reference:
                 inputs = next(self.fresh_inputs(case))
                 record["reference_ms"] = timing.time_alone(self.reference, inputs, flush)
@@ -294,13 +297,27 @@ class Worker:
                         "random order on the same fresh inputs, L2 flushed, device events), "
                         "geometric mean over cases, percentile bootstrap 95% CI"))
 
-    def wall_blocks(self, case: Any, record: dict[str, Any]) -> None:
-        """Back-to-back blocks of each side, timed by the parent's clock (see runner)."""
+    def wall_blocks(self, case: Any, record: dict[str, Any],
+                    graphs: dict[str, list[Any]] | None = None) -> None:
+        """Back-to-back blocks of each side, timed by the parent's clock (see runner).
+
+        A case timed with CUDA graphs replays the same graphs here (a unit is one replay of
+        ``graph_launches`` calls): plain calls of microsecond kernels would time the host's
+        launch overhead, not the kernels, and compare nothing the timing measured.
+        """
         from aka_core.evaluation import timing
 
-        inputs = next(self.fresh_inputs(case))
-        sides = (("baseline", self.baseline, record["baseline_median_ms"]),
-                 ("candidate", self.candidate, record["candidate_median_ms"]))
+        per_unit = 1
+        if graphs:
+            per_unit = record.get("graph_launches", 1)
+            inputs: dict[str, Any] = {}
+            replay = {side: _cycling(graphs[side]) for side in ("baseline", "candidate")}
+            fns = {side: (lambda r=replay[side]: next(r).run()) for side in replay}
+        else:
+            inputs = next(self.fresh_inputs(case))
+            fns = {"baseline": self.baseline, "candidate": self.candidate}
+        sides = (("baseline", fns["baseline"], record["baseline_median_ms"] * per_unit),
+                 ("candidate", fns["candidate"], record["candidate_median_ms"] * per_unit))
         # Two rounds, alternating sides: the parent keeps each side's faster block, since a busy
         # host can only delay the parent's reading of a marker, never hasten it.
         for block in range(WALL_BLOCK_ROUNDS):
@@ -308,10 +325,15 @@ class Worker:
                 calls = int(min(WALL_BLOCK_MAX_CALLS,
                                 max(3, WALL_BLOCK_TARGET_S * 1000 / max(median_ms, 1e-3))))
                 self.channel.send("wall_block", marker="start", case=case.name, side=side,
-                                  calls=calls, block=block)
+                                  calls=calls, block=block, per_call=per_unit)
                 timing.run_block(fn, inputs, calls)
                 self.channel.send("wall_block", marker="end", case=case.name, side=side,
-                                  calls=calls, block=block)
+                                  calls=calls, block=block, per_call=per_unit)
+
+
+def _cycling(items: list[Any]) -> Iterator[Any]:
+    while True:
+        yield from items
 
 
 def compile_only_record(req: EvaluationRequest, *, built: bool,

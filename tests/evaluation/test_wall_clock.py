@@ -127,3 +127,26 @@ def test_each_side_keeps_its_fastest_block() -> None:
     assert check["passed"] is True, check.get("reason")
     (entry,) = check["cases"]
     assert abs(entry["wall_speedup"] - 1.0) < 1e-6
+
+
+def test_graph_cases_compare_replays_not_launch_bound_calls() -> None:
+    # Timed as CUDA graphs of 20 calls: 3.3 us vs 20 us per call (a fused kernel against seven
+    # eager launches). The blocks replay the same graphs: 66 us vs 400 us per replay.
+    perf = {"cases": [perf_case("tiny", 6.1, baseline_ms=0.020, graph_launches=20)]}
+    w = runner._Watch()
+    w.phase_times = {"timing": 5.0}
+    now = 100.0
+    for side, seconds in (("baseline", 0.400 * 250 / 1000), ("candidate", 0.066 * 250 / 1000)):
+        w.blocks.append((now, {"marker": "start", "case": "tiny", "side": side, "calls": 250,
+                               "block": 0, "per_call": 20}))
+        now += seconds
+        w.blocks.append((now, {"marker": "end", "case": "tiny", "side": side, "calls": 250,
+                               "block": 0, "per_call": 20}))
+    check = runner.wall_clock_check(perf, w)
+    assert check["passed"] is True, check.get("reason")
+    (entry,) = check["cases"]
+    assert entry["conclusive"] is True and entry["graph_replays_of"] == 20
+    assert abs(entry["wall_ms_per_call"]["baseline"] - 0.020) < 1e-9
+    # A forged claim on the same replays is still caught.
+    forged = {"cases": [perf_case("tiny", 20.0, baseline_ms=0.020, graph_launches=20)]}
+    assert runner.wall_clock_check(forged, w)["passed"] is False
