@@ -313,18 +313,11 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                           f"{record['failure']['message']}", agent_execution=execution,
                           integrity=integrity, evaluation=record, **base)
     if gates["compile_only"]:
-        note = record["compile_only"]["note"]
-        checked = [attrs.evolve(g, detail="not checked: compile-only") if g.name == "correct"
-                   and gates["pass_compilation"] else g
-                   for g in decide_acceptance(record, gates, integrity).gates]
-        checked.append(Gate(name="ran", passed=False, detail=note))
-        failed = [g for g in checked if not g.passed]
-        acceptance = Acceptance(accepted=False, gates=tuple(checked), reason="; ".join(
-            f"{g.name}: {g.detail}" if g.detail else g.name for g in failed))
         return TaskResult(status="compile_only", agent_execution=execution, integrity=integrity,
                           pass_compilation=gates["pass_compilation"], pass_correctness=None,
-                          candidate_accepted=False, acceptance=acceptance, evaluation=record,
-                          **base)
+                          candidate_accepted=False,
+                          acceptance=decide_acceptance(record, gates, integrity),
+                          evaluation=record, **base)
     acceptance = decide_acceptance(record, gates, integrity)
     summary = EvaluationSummary(accepted=acceptance.accepted,
                                 performance_measured=gates["performance_measured"],
@@ -345,11 +338,13 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
 def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],
                       integrity: IntegrityReport) -> Acceptance:
     failure = record.get("failure") or {}
+    compile_only = record.get("compile_only") if gates.get("compile_only") else None
     checks = [
         Gate(name="compiles", passed=gates["pass_compilation"] is True,
              detail="" if gates["pass_compilation"] else _failure_text(failure)),
         Gate(name="correct", passed=gates["pass_correctness"] is True,
-             detail=_correctness_detail(record, failure)),
+             detail="not checked: compile-only" if compile_only and gates["pass_compilation"]
+             else _correctness_detail(record, failure)),
         Gate(name="protected_files_unchanged", passed=integrity.ok,
              detail="" if integrity.ok else
              "the agent changed protected files (restored before evaluation): "
@@ -364,6 +359,8 @@ def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],
     elif record.get("wall_clock_check"):
         checks.append(Gate(name="timing_sound", passed=True,
                            detail="device times consistent with the parent's wall clock"))
+    if compile_only:  # nothing ran: never accepted, whatever else passed
+        checks.append(Gate(name="ran", passed=False, detail=compile_only["note"]))
     failed = [g for g in checks if not g.passed]
     reason = "all gates passed" if not failed else "; ".join(
         f"{g.name}: {g.detail}" if g.detail else g.name for g in failed)

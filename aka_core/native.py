@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import functools
 import hashlib
 import os
 import re
@@ -30,7 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from typing import Any
 import attrs
 
 from aka_core.errors import BuildError
+from aka_core.python_backend import PythonBackend
 
 CACHE_ENV = "AKA_BUILD_CACHE"
 COMPILE_ONLY_ENV = "AKA_COMPILE_ONLY"
@@ -240,9 +242,24 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@functools.cache
 def tool_identity(argv0: str) -> str:
-    """The compiler's ``--version`` output: part of every cache key (a new compiler rebuilds)."""
+    """The compiler's ``--version`` output (asked once per process): part of every cache key, so
+    a new compiler rebuilds."""
     return _run([argv0, "--version"], cwd=Path.cwd(), timeout=60).text.strip()
+
+
+def first_executable(*candidates: str | None) -> str | None:
+    """The first candidate path that is an executable file (None entries are skipped)."""
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def option_given(flags: Sequence[str], names: Sequence[str]) -> bool:
+    """Whether ``flags`` hold one of the options ``names`` (``-arch sm_90`` or ``-arch=sm_90``)."""
+    return any(flag.split("=")[0] in names for flag in flags)
 
 
 # --------------------------------------------------------------------------- calling
@@ -305,13 +322,15 @@ class Function:
         self.name, self._symbol, self._api, self._stream = name, symbol, api, stream
 
     def __call__(self, *args: Any) -> None:
-        converted = [_convert(self.name, i, arg) for i, arg in enumerate(args)]
+        converted = [convert_argument(self.name, i, arg) for i, arg in enumerate(args)]
         code = self._symbol(*converted, ctypes.c_void_p(self._stream()))
         if code != 0:
             raise RuntimeError(f"{self.name} returned {self._api} error {code}")
 
 
-def _convert(function: str, index: int, value: Any) -> Any:
+def convert_argument(function: str, index: int, value: Any, *, memory: str = "cuda",
+                     need: str = "a kernel needs GPU memory") -> Any:
+    """One launcher argument as a ctypes value; a tensor must be in ``memory`` (its device type)."""
     if isinstance(value, ctypes._SimpleCData | ctypes.Array | ctypes.Structure):
         return value
     if isinstance(value, bool):
@@ -323,9 +342,8 @@ def _convert(function: str, index: int, value: Any) -> Any:
     data_ptr = getattr(value, "data_ptr", None)
     if data_ptr is not None:
         device = getattr(value, "device", None)
-        if device is not None and getattr(device, "type", "cuda") != "cuda":
-            raise TypeError(f"{function}: argument {index} is a tensor on {device}; a kernel "
-                            "needs GPU memory")
+        if device is not None and getattr(device, "type", memory) != memory:
+            raise TypeError(f"{function}: argument {index} is a tensor on {device}; {need}")
         return ctypes.c_void_p(data_ptr())
     raise TypeError(f"{function}: argument {index} has type {type(value).__name__}; pass tensors, "
                     "int (int64_t), float (float), bool or a ctypes value")
@@ -362,4 +380,21 @@ def builds_of(fn: Callable[..., Any]) -> dict[str, Any]:
         elif isinstance(value, CompiledOnly):
             built.append({"architecture": value.architecture, "folder": str(value.folder)})
     return {"built": built}
+
+
+class NativeBackend(PythonBackend):
+    """The base of backends whose candidates build a library at import (``cuda``, ``hip``)."""
+
+    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The build ran when the module was imported; launch once to surface launch errors.
+
+        Compile-only: nothing is launched; returns the builds the module made, for the record.
+        """
+        if compile_only():
+            return builds_of(fn)
+        import torch
+
+        fn(**inputs)
+        torch.cuda.synchronize()
+        return None
 

@@ -150,7 +150,7 @@ class Backend(Protocol):
 
         In a compile-only evaluation (``aka_core.native.compile_only()``) build, never run. May
         return facts about what was built (code objects, registers): the evaluation record keeps
-        them per side under ``compile.sides`` (and ``compile_only.sides``).
+        them per side under ``compile.sides`` (``compile_only.sides`` in a compile-only one).
         """
 
     def readiness(self) -> BackendReadiness:

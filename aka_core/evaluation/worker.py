@@ -137,7 +137,7 @@ class Worker:
         if cand_ref is not None:
             self._prepare("candidate", self.candidate, inputs)
         self.result["compile"] = {"passed": True, "seconds": round(time.monotonic() - started, 4)}
-        if self.build_facts:
+        if self.build_facts and not req.compile_only_architecture:  # else in compile_only
             self.result["compile"]["sides"] = self.build_facts
 
     def _load(self, side: str, ref: Any, package: str) -> Callable[..., Any]:

@@ -15,6 +15,7 @@ import pytest
 from aka_core.agent_runtime import CliAgent, CliCommand, as_int
 from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation
+from aka_core.testing.processes import alive
 
 FAKE = textwrap.dedent('''\
     #!/usr/bin/env python3
@@ -124,15 +125,6 @@ def test_hang_is_killed_at_the_budget_with_its_children(
     pids = [int(p) for p in (invocation.logs_dir / "agent_home" / "pids").read_text().split()]
     time.sleep(0.2)
     assert not [pid for pid in pids if alive(pid)]
-
-
-def alive(pid: int) -> bool:
-    """Running, not a zombie waiting for a parent (killed grandchildren become zombies of init)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in status
 
 
 def test_malformed_lines_are_kept_and_counted(

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aka_core.native import convert_argument
+
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "hip_runtime.h"
 CACHE = Path(tempfile.gettempdir()) / "aka-hip-emulation"
@@ -200,28 +202,10 @@ class EmulatedFunction:
         self.name, self._symbol, self._message = name, symbol, message
 
     def __call__(self, *args: Any) -> None:
-        converted = [_convert(self.name, i, arg) for i, arg in enumerate(args)]
+        converted = [convert_argument(self.name, i, arg, memory="cpu",
+                                      need="the emulated kernels need host memory")
+                     for i, arg in enumerate(args)]
         code = self._symbol(*converted, ctypes.c_void_p(0))
         message = (self._message() or b"").decode(errors="replace")  # also clears the error
         if code != 0 or message:
             raise RuntimeError(f"{self.name} returned HIP error {code}: {message or 'no message'}")
-
-
-def _convert(function: str, index: int, value: Any) -> Any:
-    if isinstance(value, ctypes._SimpleCData | ctypes.Array | ctypes.Structure):
-        return value
-    if isinstance(value, bool):
-        return ctypes.c_bool(value)
-    if isinstance(value, int):
-        return ctypes.c_int64(value)
-    if isinstance(value, float):
-        return ctypes.c_float(value)
-    data_ptr = getattr(value, "data_ptr", None)
-    if data_ptr is not None:
-        device = getattr(value, "device", None)
-        if device is not None and getattr(device, "type", "cpu") != "cpu":
-            raise TypeError(f"{function}: argument {index} is a tensor on {device}; the emulated "
-                            "kernels need host memory")
-        return ctypes.c_void_p(data_ptr())
-    raise TypeError(f"{function}: argument {index} has type {type(value).__name__}; pass tensors, "
-                    "int (int64_t), float (float), bool or a ctypes value")

@@ -19,6 +19,7 @@ import pytest
 
 from aka_core.results import read_task_result
 from aka_core.testing.fixtures import write_task
+from aka_core.testing.processes import alive, descendants, wait_for
 from aka_core.yamlio import dump_yaml
 
 pytestmark = pytest.mark.slow
@@ -57,39 +58,6 @@ def aka(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "-m", "aka_core.cli", *args],
                                 cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-
-
-def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children, grandchildren ...), from /proc."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text()
-                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [p for p, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def gone_within(pids: list[int], seconds: float) -> bool:

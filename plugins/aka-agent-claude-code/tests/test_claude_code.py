@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from jsonschema import Draft202012Validator
 
 from aka_core.models import AgentUsage
 from aka_core.testing import AgentContract
+from aka_core.testing.processes import alive
 
 if TYPE_CHECKING:
     from conftest import FakeClaude
@@ -154,22 +154,6 @@ def test_bedrock_provider_gets_the_aws_variables(
     assert (env["CLAUDE_CODE_USE_BEDROCK"], env["AWS_SECRET_ACCESS_KEY"]) == ("1", "aws-secret")
 
 
-def _alive(pid: int) -> bool:
-    """Still running (a zombie waiting to be reaped counts as gone)."""
-    if Path("/proc/self/stat").exists():
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def test_hang_is_stopped_at_the_budget_with_its_child(fake: FakeClaude, make_invocation) -> None:
     fake.mode("hang")
     invocation = fake.invocation(make_invocation, timeout_seconds=2)
@@ -180,10 +164,10 @@ def test_hang_is_stopped_at_the_budget_with_its_child(fake: FakeClaude, make_inv
     assert elapsed < 2 + 1 + 3, f"took {elapsed:.1f} s for a 2 s budget and 1 s grace"
     got = fake.received()
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and (_alive(got["pid"]) or _alive(got["child_pid"])):
+    while time.monotonic() < deadline and (alive(got["pid"]) or alive(got["child_pid"])):
         time.sleep(0.05)
-    assert not _alive(got["pid"]), "the CLI outlived its budget"
-    assert not _alive(got["child_pid"]), "the CLI's child outlived the budget"
+    assert not alive(got["pid"]), "the CLI outlived its budget"
+    assert not alive(got["child_pid"]), "the CLI's child outlived the budget"
     # stopped before its result event: only the model it announced is known
     assert execution.usage == AgentUsage(model="claude-sonnet-4-5-20250929")
 

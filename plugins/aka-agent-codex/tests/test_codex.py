@@ -26,6 +26,7 @@ from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation
 from aka_core.results import agent_cost_path, read_task_result
 from aka_core.testing import AgentContract
+from aka_core.testing.processes import alive
 from aka_core.yamlio import dump_yaml
 
 HERE = Path(__file__).resolve().parent
@@ -75,21 +76,6 @@ def record_of(invocation: AgentInvocation) -> dict[str, Any]:
 
 def usage_fields(usage: AgentUsage) -> dict[str, Any]:
     return {k: v for k, v in attrs.asdict(usage).items() if k != "model"}
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie waiting to be reaped counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 # --------------------------------------------------------------------------- the contract

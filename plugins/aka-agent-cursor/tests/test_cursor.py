@@ -22,6 +22,7 @@ from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation
 from aka_core.results import agent_cost_path, read_task_result, task_result_path
 from aka_core.testing import AgentContract
+from aka_core.testing.processes import alive
 from aka_core.yamlio import dump_yaml
 
 HERE = Path(__file__).parent
@@ -74,21 +75,6 @@ def cursor_invocation(make_invocation: Callable[..., AgentInvocation],
 
 def seen_by_fake(invocation: AgentInvocation) -> dict[str, Any]:
     return json.loads((invocation.logs_dir / "fake_record.json").read_text(encoding="utf-8"))
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, killed but not yet reaped, counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 # --------------------------------------------------------------------------- the contract

@@ -25,6 +25,7 @@ from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation
 from aka_core.results import read_task_result
 from aka_core.testing import AgentContract
+from aka_core.testing.processes import alive
 from aka_core.yamlio import dump_yaml
 
 HERE = Path(__file__).resolve().parent
@@ -189,21 +190,6 @@ def test_hang_is_stopped_at_the_budget_with_its_child(invoke) -> None:
         time.sleep(0.05)
     assert not [pid for pid in pids if alive(pid)], "the CLI or its child survived"
     assert "stopped at the budget of 2 s" in (execution.message or "")
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting for a parent that is not init does not count)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
 
 
 def test_non_zero_exit_fails_with_the_exit_code(invoke) -> None:

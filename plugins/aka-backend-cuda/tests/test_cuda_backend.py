@@ -86,14 +86,14 @@ def test_nvcc_and_clang_diagnostics_map_to_file_and_line(tmp_path: Path) -> None
 
 def test_arguments_convert_to_c_types_and_cpu_tensors_are_refused() -> None:
     torch = pytest.importorskip("torch")
-    assert isinstance(native._convert("f", 0, 3), ctypes.c_int64)
-    assert isinstance(native._convert("f", 0, 0.5), ctypes.c_float)
-    assert isinstance(native._convert("f", 0, True), ctypes.c_bool)
-    assert isinstance(native._convert("f", 0, ctypes.c_int32(1)), ctypes.c_int32)
+    assert isinstance(native.convert_argument("f", 0, 3), ctypes.c_int64)
+    assert isinstance(native.convert_argument("f", 0, 0.5), ctypes.c_float)
+    assert isinstance(native.convert_argument("f", 0, True), ctypes.c_bool)
+    assert isinstance(native.convert_argument("f", 0, ctypes.c_int32(1)), ctypes.c_int32)
     with pytest.raises(TypeError, match="argument 2 is a tensor on cpu"):
-        native._convert("f", 2, torch.zeros(3))
+        native.convert_argument("f", 2, torch.zeros(3))
     with pytest.raises(TypeError, match="argument 1 has type str"):
-        native._convert("f", 1, "no")
+        native.convert_argument("f", 1, "no")
 
 
 # --------------------------------------------------------------------------- with nvcc
@@ -142,15 +142,15 @@ def test_compile_only_builds_a_loadable_library_for_sm_90(tmp_path: Path, compil
 def test_an_unchanged_candidate_is_not_rebuilt(tmp_path: Path, compile_only: Path) -> None:
     root = write_candidate(tmp_path / "cand")
     paths = native.resolve_sources(["kernel.cu"], root)
-    from aka_backend_cuda.toolchain import nvcc_identity, require_nvcc
+    from aka_backend_cuda.toolchain import require_nvcc
 
     nvcc = require_nvcc()
     command = build_command(nvcc, paths, "sm_90", [])
-    first = native.build("cuda", paths, [command], identity=nvcc_identity(nvcc), root=root)
-    again = native.build("cuda", paths, [command], identity=nvcc_identity(nvcc), root=root)
+    first = native.build("cuda", paths, [command], identity=native.tool_identity(nvcc), root=root)
+    again = native.build("cuda", paths, [command], identity=native.tool_identity(nvcc), root=root)
     assert not first.cached and again.cached and again.folder == first.folder
     (root / "kernel.cu").write_text(SCALE.replace("a * x[i]", "x[i] * a"))
-    changed = native.build("cuda", paths, [command], identity=nvcc_identity(nvcc), root=root)
+    changed = native.build("cuda", paths, [command], identity=native.tool_identity(nvcc), root=root)
     assert not changed.cached and changed.key != first.key
 
 

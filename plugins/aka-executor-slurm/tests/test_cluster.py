@@ -15,14 +15,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aka_core.results import read_task_result
+from aka_core.testing import processes
 from aka_core.testing.fixtures import write_task
 from aka_core.yamlio import dump_yaml, load_plain_yaml
 
@@ -114,15 +113,9 @@ def aka_background(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
                                 cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
 
 
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
+def wait_for(condition: Any, timeout: float, what: str) -> Any:
+    """``processes.wait_for`` at a slower pace: conditions here run squeue and sacct."""
+    return processes.wait_for(condition, timeout, what, interval=0.2)
 
 
 def run_dir_in(output_root: Path) -> Path:

@@ -21,8 +21,7 @@ for the task's architecture and checks the library loads and exports the functio
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import attrs
 
@@ -31,13 +30,11 @@ from aka_backend_cuda.toolchain import (
     build_command,
     device_architecture,
     find_nvcc,
-    nvcc_identity,
     nvcc_version,
     require_nvcc,
 )
 from aka_core import hookimpl, native
 from aka_core.models import DeviceInfo
-from aka_core.python_backend import PythonBackend
 from aka_core.records import BackendReadiness, BackendSpec
 
 __all__ = ["CudaBackend", "load"]
@@ -56,13 +53,13 @@ def load(*sources: str | os.PathLike[str], flags: Sequence[str] = (),
     nvcc = require_nvcc()
     arch = device_architecture()
     command = build_command(nvcc, paths, arch, flags)
-    built = native.build("cuda", paths, [command], identity=nvcc_identity(nvcc), root=folder,
+    built = native.build("cuda", paths, [command], identity=native.tool_identity(nvcc), root=folder,
                          what=f"nvcc ({arch})")
     library = native.Library(built.path("lib.so"), sources=paths, root=folder, api="CUDA")
     return library.require(*functions)
 
 
-class CudaBackend(PythonBackend):
+class CudaBackend(native.NativeBackend):
     name = "cuda"
 
     def describe_device(self, device: str) -> DeviceInfo:
@@ -75,19 +72,6 @@ class CudaBackend(PythonBackend):
             software["mode"] = (f"compile-only for {native.target_architecture()} (no NVIDIA GPU "
                                 "here: nothing runs)")
         return attrs.evolve(info, software=software)
-
-    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The build ran when the module was imported; launch once to surface launch errors.
-
-        Compile-only: nothing is launched; returns the builds the module made, for the record.
-        """
-        if native.compile_only():
-            return native.builds_of(fn)
-        import torch
-
-        fn(**inputs)
-        torch.cuda.synchronize()
-        return None
 
     def readiness(self) -> BackendReadiness:
         nvcc = find_nvcc()

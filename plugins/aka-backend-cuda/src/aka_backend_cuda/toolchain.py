@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
@@ -19,12 +18,10 @@ _ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "--
 
 def find_nvcc() -> str | None:
     """``$AKA_NVCC``, ``$CUDA_HOME/bin/nvcc``, ``nvcc`` on PATH, then ``/usr/local/cuda/bin``."""
-    for candidate in (os.environ.get("AKA_NVCC"),
-                      os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"]) / "bin/nvcc"),
-                      shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
-        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    cuda_home = os.environ.get("CUDA_HOME")
+    return native.first_executable(os.environ.get("AKA_NVCC"),
+                                   cuda_home and str(Path(cuda_home) / "bin" / "nvcc"),
+                                   shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc")
 
 
 def require_nvcc() -> str:
@@ -35,13 +32,8 @@ def require_nvcc() -> str:
     return nvcc
 
 
-@functools.cache
-def nvcc_identity(nvcc: str) -> str:
-    return native.tool_identity(nvcc)
-
-
 def nvcc_version(nvcc: str) -> str:
-    match = re.search(r"release (\d+\.\d+)", nvcc_identity(nvcc))
+    match = re.search(r"release (\d+\.\d+)", native.tool_identity(nvcc))
     return match.group(1) if match else "unknown"
 
 
@@ -62,6 +54,6 @@ def build_command(nvcc: str, sources: Sequence[Path], arch: str,
                   flags: Sequence[str]) -> list[str]:
     """One nvcc call: every source into ``{out}/lib.so`` for ``arch`` (unless flags name one)."""
     command = [nvcc, *BASE_FLAGS, "-shared", "-o", "{out}/lib.so"]
-    if not any(f.split("=")[0] in _ARCH_FLAGS for f in flags):
+    if not native.option_given(flags, _ARCH_FLAGS):
         command.append(f"-arch={arch}")
     return [*command, *flags, *(str(s) for s in sources)]

@@ -23,8 +23,7 @@ defined; nothing is linked or run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import attrs
 
@@ -38,7 +37,6 @@ from aka_backend_hip.toolchain import (
     find_hipcc,
     gpu_build_command,
     hip_include_dir,
-    hipcc_identity,
     hipcc_version,
     require_functions,
     require_hipcc,
@@ -46,7 +44,6 @@ from aka_backend_hip.toolchain import (
 )
 from aka_core import hookimpl, native
 from aka_core.models import DeviceInfo
-from aka_core.python_backend import PythonBackend
 from aka_core.records import BackendReadiness, BackendSpec
 
 __all__ = ["HipBackend", "load"]
@@ -73,13 +70,13 @@ def load(*sources: str | os.PathLike[str], flags: Sequence[str] = (),
     hipcc = require_hipcc()
     arch = device_architecture()
     command = gpu_build_command(hipcc, paths, arch, flags)
-    built = native.build("hip", paths, [command], identity=hipcc_identity(hipcc), root=folder,
+    built = native.build("hip", paths, [command], identity=native.tool_identity(hipcc), root=folder,
                          what=f"hipcc ({arch})")
     library = native.Library(built.path("lib.so"), sources=paths, root=folder, api="HIP")
     return library.require(*functions)
 
 
-class HipBackend(PythonBackend):
+class HipBackend(native.NativeBackend):
     name = "hip"
 
     def describe_device(self, device: str) -> DeviceInfo:
@@ -96,19 +93,6 @@ class HipBackend(PythonBackend):
             if hipcc:
                 software["hip_compiler"] = f"hipcc {hipcc_version(hipcc)}"
         return attrs.evolve(info, software=software)
-
-    def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The build ran when the module was imported; launch once to surface launch errors.
-
-        Compile-only: nothing is launched; returns the builds the module made, for the record.
-        """
-        if native.compile_only():
-            return native.builds_of(fn)
-        import torch
-
-        fn(**inputs)
-        torch.cuda.synchronize()
-        return None
 
     def readiness(self) -> BackendReadiness:
         if amd_gpu_visible():

@@ -28,12 +28,6 @@ _VERSIONED_CLANGS = ("clang++-21", "clang++-20", "clang++-19", "clang++-18")
 _ARCH_FLAGS = ("--offload-arch", "--amdgpu-target", "--cuda-gpu-arch")
 
 
-def _executable(path: str | None) -> str | None:
-    if path and Path(path).is_file() and os.access(path, os.X_OK):
-        return path
-    return None
-
-
 def _rocm_roots() -> list[Path]:
     roots = [Path(os.environ["ROCM_PATH"])] if os.environ.get("ROCM_PATH") else []
     return [*roots, Path("/opt/rocm")]
@@ -44,12 +38,9 @@ def _rocm_roots() -> list[Path]:
 
 def find_hipcc() -> str | None:
     """``$AKA_HIPCC``, ``$ROCM_PATH/bin/hipcc``, ``/opt/rocm/bin/hipcc``, then ``hipcc`` on PATH."""
-    candidates = [os.environ.get("AKA_HIPCC"), *(str(r / "bin" / "hipcc") for r in _rocm_roots()),
-                  shutil.which("hipcc")]
-    for candidate in candidates:
-        if _executable(candidate):
-            return candidate
-    return None
+    return native.first_executable(os.environ.get("AKA_HIPCC"),
+                                   *(str(r / "bin" / "hipcc") for r in _rocm_roots()),
+                                   shutil.which("hipcc"))
 
 
 def require_hipcc() -> str:
@@ -60,13 +51,8 @@ def require_hipcc() -> str:
     return hipcc
 
 
-@functools.cache
-def hipcc_identity(hipcc: str) -> str:
-    return native.tool_identity(hipcc)
-
-
 def hipcc_version(hipcc: str) -> str:
-    match = re.search(r"HIP version:\s*(\S+)", hipcc_identity(hipcc))
+    match = re.search(r"HIP version:\s*(\S+)", native.tool_identity(hipcc))
     return match.group(1) if match else "unknown"
 
 
@@ -100,7 +86,7 @@ def gpu_build_command(hipcc: str, sources: Sequence[Path], arch: str,
                       flags: Sequence[str]) -> list[str]:
     """One hipcc call: every source into ``{out}/lib.so`` for ``arch`` (unless flags name one)."""
     command = [hipcc, *BASE_FLAGS, "-fPIC", "-shared", "-o", "{out}/lib.so"]
-    if not any(f.split("=")[0] in _ARCH_FLAGS for f in flags):
+    if not native.option_given(flags, _ARCH_FLAGS):
         command.append(f"--offload-arch={arch}")
     return [*command, *flags, *(str(s) for s in sources)]
 
@@ -111,25 +97,19 @@ def gpu_build_command(hipcc: str, sources: Sequence[Path], arch: str,
 def find_clang() -> str | None:
     """A clang that compiles HIP: ``$AKA_HIP_CLANG``, ROCm's ``llvm/bin/clang++``, the newest of
     ``clang++-21`` .. ``clang++-18`` on PATH, else ``clang++`` when it is clang 17 or newer."""
-    candidates = [os.environ.get("AKA_HIP_CLANG"),
-                  *(str(r / "llvm" / "bin" / "clang++") for r in _rocm_roots()),
-                  *(shutil.which(name) for name in _VERSIONED_CLANGS)]
-    for candidate in candidates:
-        if _executable(candidate):
-            return candidate
-    plain = _executable(shutil.which("clang++"))
+    found = native.first_executable(os.environ.get("AKA_HIP_CLANG"),
+                                    *(str(r / "llvm" / "bin" / "clang++") for r in _rocm_roots()),
+                                    *(shutil.which(name) for name in _VERSIONED_CLANGS))
+    if found:
+        return found
+    plain = native.first_executable(shutil.which("clang++"))
     if plain and clang_major(plain) >= CLANG_MIN_MAJOR:
         return plain
     return None
 
 
-@functools.cache
-def clang_identity(clang: str) -> str:
-    return native.tool_identity(clang)
-
-
 def clang_version(clang: str) -> str:
-    match = re.search(r"clang version (\S+)", clang_identity(clang))
+    match = re.search(r"clang version (\S+)", native.tool_identity(clang))
     return match.group(1) if match else "unknown"
 
 
@@ -187,7 +167,7 @@ def compile_only_commands(clang: str, sources: Sequence[Path], arch: str, flags:
                           include: Path) -> list[list[str]]:
     """Per source: device code to ``arch`` assembly (``-S``; the device libraries ``-c`` would
     link are not needed) and host code to a position-independent object."""
-    user = [f for f in flags if f.split("=")[0] not in _ARCH_FLAGS]  # the evaluator's target wins
+    user = [f for f in flags if not native.option_given([f], _ARCH_FLAGS)]  # the target wins
     includes = [] if include == Path("/usr/include") else ["-isystem", str(include)]
     common = [clang, "-x", "hip", f"--offload-arch={arch}", "-nogpulib", *BASE_FLAGS, *includes,
               *user]
@@ -207,7 +187,7 @@ def compile_only_build(sources: Sequence[Path], arch: str, flags: Sequence[str],
     commands = compile_only_commands(clang, sources, arch, flags, include)
     version_header = include / "hip" / "hip_version.h"
     headers = version_header.read_text(errors="replace") if version_header.is_file() else str(include)
-    built = native.build("hip", sources, commands, identity=f"{clang_identity(clang)}\n{headers}",
+    built = native.build("hip", sources, commands, identity=f"{native.tool_identity(clang)}\n{headers}",
                          root=root, what=f"clang {clang_version(clang)} (HIP for {arch}, compile-only)")
     return built, clang
 
@@ -218,7 +198,7 @@ def compile_only_build(sources: Sequence[Path], arch: str, flags: Sequence[str],
 def find_nm(clang: str | None = None) -> str | None:
     """``llvm-nm`` beside ``clang`` (following links), else ``llvm-nm`` or ``nm`` on PATH."""
     if clang:
-        sibling = _executable(str(Path(os.path.realpath(clang)).parent / "llvm-nm"))
+        sibling = native.first_executable(str(Path(os.path.realpath(clang)).parent / "llvm-nm"))
         if sibling:
             return sibling
     return shutil.which("llvm-nm") or shutil.which("nm")
