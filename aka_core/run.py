@@ -66,7 +66,8 @@ def choose_device(config: RunConfig) -> str:
         raise ConfigError(
             f"target_gpu_model is {config.target_gpu_model} but this host has no GPU visible to "
             "PyTorch; set target_gpu_model: cpu (or evaluation.device: cpu) for a correctness-only "
-            "run, or run on a host with the target GPU", file=_source(config))
+            "run (evaluation.device: cpu also builds cuda/hip/flydsl tasks compile-only for the "
+            "target), or run on a host with the target GPU", file=_source(config))
     mismatch = gpus.gpu_mismatch(found, target)
     if mismatch:
         raise ConfigError(f"target_gpu_model is {config.target_gpu_model} but {mismatch}; change "
