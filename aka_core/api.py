@@ -17,7 +17,7 @@ import attrs
 
 from aka_core.devices import gpu_visible_quick, probe
 from aka_core.errors import AkaError
-from aka_core.evaluation import runner
+from aka_core.evaluation import evaluate
 from aka_core.host import PluginHost
 from aka_core.lifecycle import (
     TaskContext,
@@ -26,7 +26,7 @@ from aka_core.lifecycle import (
     cpu_unrunnable,
     evaluate_and_score,
     now_iso,
-    worker_env,
+    protected_paths,
 )
 from aka_core.models import (
     AgentConfig,
@@ -102,6 +102,7 @@ def evaluate_candidate(
     scorer_options: dict[str, Any] | None = None,
     work_dir: str | Path | None = None,
     host: PluginHost | None = None,
+    confinement: str = "required",
 ) -> TaskResult:
     """Evaluate the editable files found in ``candidate_dir`` against the task's baseline.
 
@@ -127,18 +128,25 @@ def evaluate_candidate(
             raise AkaError(f"{candidate} holds none of the task's editable files "
                            f"({', '.join(loaded.editable)})")
         ctx = _eval_context(host, loaded, device, held_out, measure_performance, scorer,
-                            scorer_options or {})
+                            scorer_options or {}, run_dir=root, confinement=confinement)
         integrity = IntegrityReport(ok=True, changed_files=tuple(copied))
         started = now_iso()
         result = evaluate_and_score(ctx, loaded, workspace, baseline, logs, None, integrity,
                                     {"task_id": task_id, "started_at": started,
                                      "family": loaded.family, "backend": loaded.backend})
-        log_text = (logs / "evaluation.log").read_text(errors="replace")[-4000:] if (
-            logs / "evaluation.log").is_file() else ""
+        tails = {name: _tail(logs / f"{name}.log") for name in
+                 ("evaluation", "evaluation.baseline", "evaluation.candidate")}
     evaluation = dict(result.evaluation)
     evaluation["worker_log"] = None
-    evaluation["worker_log_tail"] = log_text
+    evaluation.pop("logs", None)
+    evaluation["worker_log_tail"] = tails["evaluation"]
+    evaluation["candidate_log_tail"] = tails["evaluation.candidate"]
+    evaluation["baseline_log_tail"] = tails["evaluation.baseline"]
     return attrs.evolve(result, finished_at=now_iso(), evaluation=evaluation)
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    return path.read_text(errors="replace")[-limit:] if path.is_file() else ""
 
 
 def require_runnable(task: Task, device: str, host: PluginHost | None = None) -> None:
@@ -148,17 +156,18 @@ def require_runnable(task: Task, device: str, host: PluginHost | None = None) ->
 
 
 def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
-                  measure_performance: bool, scorer: str, scorer_options: dict[str, Any]
-                  ) -> TaskContext:
+                  measure_performance: bool, scorer: str, scorer_options: dict[str, Any],
+                  *, run_dir: Path, confinement: str = "required") -> TaskContext:
     config = RunConfig(
         agent=AgentConfig(template="external"), tasks=(task.id,),
         # Only names the device in logs; ``aka eval`` evaluates on whatever GPU this host has.
         target_gpu_model="cpu" if device == "cpu" else "this-host-gpu",
         scorer=NamedPluginConfig(name=scorer, options=scorer_options),
         evaluation=EvaluationConfig(device=device, held_out=held_out,  # type: ignore[arg-type]
-                                    measure_performance=measure_performance),
+                                    measure_performance=measure_performance,
+                                    confinement=confinement),  # type: ignore[arg-type]
     )
-    return TaskContext(run_dir=Path("."), config=config, host=host, tasks_root=task.root.parent,
+    return TaskContext(run_dir=run_dir, config=config, host=host, tasks_root=task.root.parent,
                        device=device)
 
 
@@ -172,10 +181,11 @@ def validate_task_run(task: Task, host: PluginHost, *, device: str = "auto") -> 
         copy_task(task, baseline)
         request = build_request(device, task, None, baseline, held_out=True,
                                 measure_performance=True, seeds=None, time_reference=True,
-                                compile_only=arch)
-        record = runner.evaluate(request, env=worker_env(host, task.backend, device, arch),
-                                 log_path=Path(tmp) / "evaluation.log")
-        record["worker_log_tail"] = (Path(tmp) / "evaluation.log").read_text(
-            errors="replace")[-3000:]
+                                compile_only=arch, host=host,
+                                protected=protected_paths(task, Path(tmp)))
+        record = evaluate.evaluate(request, log_path=Path(tmp) / "evaluation.log")
+        record["worker_log_tail"] = _tail(Path(tmp) / "evaluation.log", 3000)
+        record["baseline_log_tail"] = _tail(Path(tmp) / "evaluation.baseline.log", 3000)
     record["worker_log"] = None
+    record.pop("logs", None)
     return record

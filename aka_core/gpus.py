@@ -29,6 +29,11 @@ class GpuModel:
     architecture: str | None
     compute_capability: float | None = None
     generation: str = ""
+    memory_bandwidth: float | None = None
+    """Device memory bandwidth in bytes/s, from the datasheet (above what kernels reach)."""
+    peak_flops: float | None = None
+    """The highest dense arithmetic rate in FLOP/s (the lowest-precision tensor-core rate), from
+    the datasheet: no kernel does its FLOPs faster, whatever their precision."""
 
     @property
     def is_cpu(self) -> bool:
@@ -39,21 +44,31 @@ KNOWN_GPUS: dict[str, GpuModel] = {
     model.name.lower(): model
     for model in (
         GpuModel(name="H100", vendor="nvidia", architecture="sm_90", compute_capability=9.0,
-                 generation="Hopper"),
+                 generation="Hopper",
+                 memory_bandwidth=3.35e12, peak_flops=1.979e15),
         GpuModel(name="H200", vendor="nvidia", architecture="sm_90", compute_capability=9.0,
-                 generation="Hopper"),
+                 generation="Hopper",
+                 memory_bandwidth=4.8e12, peak_flops=1.979e15),
         GpuModel(name="B200", vendor="nvidia", architecture="sm_100", compute_capability=10.0,
-                 generation="Blackwell"),
+                 generation="Blackwell",
+                 memory_bandwidth=8.0e12, peak_flops=9.0e15),
         GpuModel(name="A100", vendor="nvidia", architecture="sm_80", compute_capability=8.0,
-                 generation="Ampere"),
+                 generation="Ampere",
+                 memory_bandwidth=2.039e12, peak_flops=6.24e14),
         GpuModel(name="L40S", vendor="nvidia", architecture="sm_89", compute_capability=8.9,
-                 generation="Ada Lovelace"),
+                 generation="Ada Lovelace",
+                 memory_bandwidth=8.64e11, peak_flops=7.33e14),
         GpuModel(name="RTX4090", vendor="nvidia", architecture="sm_89", compute_capability=8.9,
-                 generation="Ada Lovelace"),
-        GpuModel(name="MI300X", vendor="amd", architecture="gfx942", generation="CDNA3"),
-        GpuModel(name="MI325X", vendor="amd", architecture="gfx942", generation="CDNA3"),
-        GpuModel(name="MI355X", vendor="amd", architecture="gfx950", generation="CDNA4"),
-        GpuModel(name="gfx1201", vendor="amd", architecture="gfx1201", generation="RDNA4"),
+                 generation="Ada Lovelace",
+                 memory_bandwidth=1.008e12, peak_flops=6.61e14),
+        GpuModel(name="MI300X", vendor="amd", architecture="gfx942", generation="CDNA3",
+                 memory_bandwidth=5.3e12, peak_flops=2.615e15),
+        GpuModel(name="MI325X", vendor="amd", architecture="gfx942", generation="CDNA3",
+                 memory_bandwidth=6.0e12, peak_flops=2.615e15),
+        GpuModel(name="MI355X", vendor="amd", architecture="gfx950", generation="CDNA4",
+                 memory_bandwidth=8.0e12, peak_flops=1.0e16),
+        GpuModel(name="gfx1201", vendor="amd", architecture="gfx1201", generation="RDNA4",
+                 memory_bandwidth=6.4e11, peak_flops=8.0e14),
         GpuModel(name="cpu", vendor=None, architecture=None, generation="no GPU"),
     )
 }
@@ -146,4 +161,13 @@ def gpu_mismatch(found: Mapping[str, Any], target: GpuModel) -> str | None:
         return (f"the GPU is {name}, same architecture {arch} as the target {target.name} but "
                 "another product (other memory, other clocks): timings would not be for the "
                 "target")
+    return None
+
+
+def model_of_device(device_name: str) -> GpuModel | None:
+    """The known model a device reports itself as (``NVIDIA H200``, ``AMD Instinct MI300X``)."""
+    words = re.findall(r"[a-z0-9]+", device_name.lower())
+    for model in KNOWN_GPUS.values():
+        if not model.is_cpu and model.name.lower() in words:
+            return model
     return None

@@ -21,7 +21,7 @@ import structlog
 from aka_core import gpus, native
 from aka_core.convert import structure, unstructure
 from aka_core.errors import ConfigError
-from aka_core.evaluation import runner
+from aka_core.evaluation import evaluate
 from aka_core.evaluation.request import EvaluationRequest, SideRef, cases_for
 from aka_core.host import PluginHost
 from aka_core.models import (
@@ -261,17 +261,31 @@ def compile_only_architecture(task: Task, device: str, host: PluginHost,
     return task.requires.architectures[0] if task.requires.architectures else default
 
 
+def protected_paths(task: Task, *extra: Path | None) -> tuple[str, ...]:
+    """Folders no runner may read: the tasks folder (held-out cases, references), the
+    repository's tests (stored solutions) beside it, and ``extra`` (the run directory)."""
+    tasks_root = task.root.resolve().parents[1] if len(task.root.resolve().parents) > 1 else (
+        task.root.resolve())
+    found = [task.root.resolve(), tasks_root]
+    if (tasks_root.parent / "tests").is_dir():
+        found.append(tasks_root.parent / "tests")
+    found += [p.resolve() for p in extra if p is not None]
+    return tuple(sorted({str(p) for p in found}))
+
+
 def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline: Path,
                   *, held_out: bool, measure_performance: bool, seeds: int | None,
-                  time_reference: bool = False,
-                  compile_only: str | None = None) -> EvaluationRequest:
+                  time_reference: bool = False, compile_only: str | None = None,
+                  confinement: str = "required", protected: tuple[str, ...] = (),
+                  host: PluginHost | None = None) -> EvaluationRequest:
     """The evaluator's files (reference, inputs) come from ``baseline``: the preserved copy of the
     task, verified after the agent ran; never from the workspace.
 
-    Folders are sent as absolute paths: the worker runs in a scratch folder of its own.
+    Folders are sent as absolute paths: the judge runs in a scratch folder of its own.
     """
     cases, hidden = cases_for(task, device=ctx_device, held_out=held_out)
     root = str(baseline.resolve())
+    env = worker_env(host, task.backend, ctx_device, compile_only) if host is not None else {}
     return EvaluationRequest(
         task_id=task.id, backend=task.backend,
         reference=SideRef(root=root, ref=task.reference),
@@ -283,6 +297,10 @@ def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline:
         seeds_per_case=seeds or task.seeds_per_case,
         measure_performance=measure_performance, timing=task.timing, timeouts=task.timeouts,
         time_reference=time_reference, compile_only_architecture=compile_only,
+        held_out_draws=task.held_out_draws if held_out and ctx_device != "cpu" else None,
+        cost=task.cost, rules=task.rules, candidate_files=task.editable,
+        confinement=confinement,  # type: ignore[arg-type]
+        protected=protected or protected_paths(task), backend_env=env,
     )
 
 
@@ -302,12 +320,16 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
     arch = compile_only_architecture(task, ctx.device, ctx.host, ctx.config.target_gpu_model)
     request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
                             measure_performance=ev.measure_performance, seeds=ev.seeds_per_case,
-                            compile_only=arch)
+                            compile_only=arch, confinement=ev.confinement, host=ctx.host,
+                            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir))
     log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases],
              compile_only=arch)
-    record = runner.evaluate(request, env=worker_env(ctx.host, task.backend, ctx.device, arch),
-                             log_path=logs / "evaluation.log")
-    gates = runner.outcome(record)
+    record = evaluate.evaluate(request, log_path=logs / "evaluation.log")
+    gates = evaluate.outcome(record)
+    if gates["infra_error"]:
+        return TaskResult(status="infra_error", error=f"the evaluator failed (retryable): "
+                          f"{record['failure']['message']}", agent_execution=execution,
+                          integrity=integrity, evaluation=record, **base)
     if gates["task_error"]:
         return TaskResult(status="error", error=f"the task itself failed: "
                           f"{record['failure']['message']}", agent_execution=execution,
@@ -354,11 +376,27 @@ def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],
              "task files changed outside the workspace while the agent ran (evaluated with an "
              "intact copy): " + ", ".join(integrity.outside_changes)),
     ]
-    if failure.get("kind") in ("wall_clock", "timeout", "crashed") and failure.get("phase") == "timing":
+    kind = failure.get("kind")
+    if kind in ("policy", "precision"):
+        checks.append(Gate(name="rules", passed=False, detail=_failure_text(failure)))
+    elif record.get("rules", {}).get("torch_compute") == "forbidden" or record.get(
+            "rules", {}).get("compute_precision"):
+        checks.append(Gate(name="rules", passed=True, detail="the task's rules were enforced"))
+    if kind in evaluate.TIMING_FAILURES or (
+            kind in ("timeout", "crashed", "protocol") and failure.get("phase") == "timing"):
         checks.append(Gate(name="timing_sound", passed=False, detail=failure.get("message", "")))
     elif record.get("wall_clock_check"):
         checks.append(Gate(name="timing_sound", passed=True,
-                           detail="device times consistent with the parent's wall clock"))
+                           detail="timed by the judge's clock; audits, interference and "
+                                  "speed-of-light checks passed"))
+    confinement = record.get("confinement") or {}
+    if confinement and not compile_only:
+        confined = bool(confinement.get("confined"))
+        checks.append(Gate(
+            name="confined", passed=confined or confinement.get("policy") != "required",
+            detail="candidate and baseline ran confined (file system allowlist, no network)"
+            if confined else f"the runners were not fully confined (policy "
+                             f"{confinement.get('policy')}): see evaluation.confinement"))
     if compile_only:  # nothing ran: never accepted, whatever else passed
         checks.append(Gate(name="ran", passed=False, detail=compile_only["note"]))
     failed = [g for g in checks if not g.passed]

@@ -36,12 +36,19 @@ class NamedPluginConfig:
     options: dict[str, Any] = attrs.Factory(dict)
 
 
+Confinement = Literal["required", "best_effort", "off"]
+
+
 @attrs.frozen(kw_only=True)
 class EvaluationConfig:
     device: Literal["auto", "cuda", "cpu"] = "auto"
     seeds_per_case: int | None = None
     held_out: bool = True
     measure_performance: bool = True
+    confinement: Confinement = "required"
+    """How the runners that execute candidate and baseline code are confined (aka_core.sandbox):
+    ``required`` fails the evaluation as an infra_error where this host cannot confine them,
+    ``best_effort`` confines what it can and says so in the record, ``off`` does not confine."""
 
 
 @attrs.frozen(kw_only=True)
@@ -119,6 +126,40 @@ class TimingPolicy:
 
 
 @attrs.frozen(kw_only=True)
+class Cost:
+    """The least work a call can do, as expressions over a case's params (``aka_core.cost``):
+    bytes that must cross device memory (inputs read once, outputs written once) and FLOPs.
+    A measured time below what the target GPU's peak allows is impossible and rejected."""
+
+    bytes: str | None = None
+    flops: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class HeldOutDraws:
+    """Held-out cases drawn by the judge from a per-evaluation secret: which shapes are
+    evaluated exists only in the judge's memory until the evaluation is recorded. Each param is a
+    fixed value, ``{range: [lo, hi]}`` (integers, inclusive; optional ``multiple_of``) or
+    ``{choice: [...]}``."""
+
+    count: int = 2
+    params: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.frozen(kw_only=True)
+class TaskRules:
+    """Rules the judge enforces on a candidate, beyond matching the reference."""
+
+    torch_compute: Literal["allowed", "forbidden"] = "allowed"
+    """``forbidden``: the candidate may use PyTorch only to allocate, reshape and describe
+    tensors; the computation must be the task's kernels (checked statically and at run time)."""
+    compute_precision: str | None = None
+    """``float32``: outputs must equal a float32 computation (the reference) rounded to the output
+    dtype, up to ``max_rounding_mismatch`` of the elements; lower-precision arithmetic fails."""
+    max_rounding_mismatch: float = 0.1
+
+
+@attrs.frozen(kw_only=True)
 class Task:
     id: str
     root: Path
@@ -143,6 +184,9 @@ class Task:
     seeds_per_case: int = 3
     validated_on: tuple[dict[str, Any], ...] = ()
     tags: tuple[str, ...] = ()
+    held_out_draws: HeldOutDraws | None = None
+    cost: Cost | None = None
+    rules: TaskRules = attrs.Factory(TaskRules)
 
     @property
     def baseline_is_initial_candidate(self) -> bool:
@@ -243,7 +287,10 @@ class ScoreOutcome:
     details: dict[str, Any] = attrs.Factory(dict)
 
 
-TaskStatus = Literal["completed", "compile_only", "skipped", "error"]
+TaskStatus = Literal["completed", "compile_only", "skipped", "error", "infra_error"]
+"""``infra_error``: the evaluator or the host failed (a worker killed from outside, a missing
+compiler, confinement unavailable, the GPU taken by another process): the candidate was not
+judged, the score is 0 and means nothing; retry."""
 
 
 @attrs.frozen(kw_only=True)

@@ -2,7 +2,8 @@
 
 Loading validates ``task.yaml`` against ``schemas/task.schema.json``, structures it into a ``Task``
 and checks what a schema cannot: referenced files exist inside the task folder, the entrypoint is
-editable, case names are unique, and the Python files parse and define the named functions.
+editable, case names are unique, the Python files parse and define the named functions, the cost
+expressions evaluate for every case, and held-out draws can be drawn with the cases' params.
 Nothing is imported: a task folder is data until the evaluator's worker loads it.
 """
 
@@ -16,9 +17,12 @@ from typing import Any
 import cattrs
 
 from aka_core.convert import structure
+from aka_core.cost import CostError
+from aka_core.cost import evaluate as evaluate_cost
+from aka_core.cost import parse as parse_cost
 from aka_core.errors import ConfigError, Problem
 from aka_core.host import PluginHost
-from aka_core.models import Task
+from aka_core.models import HeldOutDraws, Task
 from aka_core.records import TaskFormat
 from aka_core.schema_validation import (
     field_path,
@@ -87,6 +91,8 @@ def check_task(task: Task, *, file: Path, source: Any) -> list[Problem]:
 
     problems += _check_case_names(task, file, source)
     problems += _check_python(task, file, source, present)
+    problems += _check_cost(task, file, source)
+    problems += _check_draws(task, file, source)
     return sort_problems(problems)
 
 
@@ -120,6 +126,112 @@ def _check_case_names(task: Task, file: Path, source: Any) -> list[Problem]:
                 line=line_of(source, path), field=field, hint="give every case a unique name"))
         else:
             seen[name] = field
+    return problems
+
+
+def _check_cost(task: Task, file: Path, source: Any) -> list[Problem]:
+    """Each cost expression parses and evaluates for every case, and for the draws' extremes."""
+    if task.cost is None:
+        return []
+    problems: list[Problem] = []
+    labelled: list[tuple[str, Mapping[str, Any]]] = [
+        *((f"case {c.name!r}", c.params) for c in task.cases),
+        *((f"held-out case {c.name!r}", c.params) for c in task.held_out_cases),
+        *((f"smoke case {c.name!r}", c.params) for c in [task.smoke_case] if c is not None),
+        *((f"held-out draw {_describe(p)}", p) for p in _draw_extremes(task.held_out_draws)),
+    ]
+    for field in ("bytes", "flops"):
+        expression = getattr(task.cost, field)
+        if expression is None:
+            continue
+        path: list[str | int] = ["cost", field]
+        try:
+            parse_cost(expression)
+        except CostError as exc:
+            problems.append(Problem(
+                f"{expression!r} is not a cost expression: {exc}", file=file,
+                line=line_of(source, path), field=field_path(path),
+                hint="use numbers, the cases' params, + - * / // % **, min, max, ceil, floor "
+                     "and bytes_of(dtype)"))
+            continue
+        failures: dict[str, list[str]] = {}
+        for label, params in labelled:
+            try:
+                evaluate_cost(expression, params)
+            except (ValueError, ArithmeticError, RecursionError) as exc:  # CostError is a ValueError
+                failures.setdefault(str(exc), []).append(label)
+        for error, labels in failures.items():
+            more = f" (and {len(labels) - 1} more)" if len(labels) > 1 else ""
+            problems.append(Problem(
+                f"cannot be evaluated for {labels[0]}{more}: {error}", file=file,
+                line=line_of(source, path), field=field_path(path),
+                hint="the expression may use only the params every case has"))
+    return problems
+
+
+def _draw_extremes(draws: HeldOutDraws | None) -> list[dict[str, Any]]:
+    """The draws' lowest and highest params, every choice appearing at least once."""
+    if draws is None:
+        return []
+    choices = [len(s["choice"]) for s in draws.params.values() if _is_spec(s, "choice")]
+    extremes = []
+    for index, highest in [*((i, False) for i in range(max([1, *choices]))), (-1, True)]:
+        params: dict[str, Any] = {}
+        for name, spec in draws.params.items():
+            if _is_spec(spec, "range"):
+                lo, hi = (int(v) for v in spec["range"])
+                step = int(spec.get("multiple_of", 1))
+                params[name] = hi // step * step if highest else -(-lo // step) * step
+            elif _is_spec(spec, "choice"):
+                params[name] = spec["choice"][index % len(spec["choice"])]
+            else:
+                params[name] = spec
+        if params not in extremes:
+            extremes.append(params)
+    return extremes
+
+
+def _is_spec(spec: Any, kind: str) -> bool:
+    return isinstance(spec, Mapping) and kind in spec
+
+
+def _describe(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in params.items()) or "without params"
+
+
+def _check_draws(task: Task, file: Path, source: Any) -> list[Problem]:
+    """Every range of the held-out draws holds a value; the draws set the cases' params."""
+    draws = task.held_out_draws
+    if draws is None:
+        return []
+    problems: list[Problem] = []
+
+    def problem(path: list[str | int], message: str, hint: str) -> None:
+        problems.append(Problem(message, file=file, line=line_of(source, path),
+                                field=field_path(path), hint=hint))
+
+    for name, spec in draws.params.items():
+        if not _is_spec(spec, "range"):
+            continue
+        lo, hi = (int(v) for v in spec["range"])
+        path: list[str | int] = ["held_out_draws", "params", name]
+        step = int(spec.get("multiple_of", 1))
+        if lo > hi:
+            problem(path, f"range [{lo}, {hi}] is empty: its low end is above its high end",
+                    "write the range as [low, high], both included")
+        elif -(-lo // step) * step > hi:
+            problem(path, f"no multiple of {step} lies in the range [{lo}, {hi}]",
+                    "widen the range or change multiple_of")
+    case_params = {name for case in task.cases for name in case.params}
+    missing = sorted(case_params - set(draws.params))
+    extra = sorted(set(draws.params) - case_params)
+    path = ["held_out_draws", "params"]
+    if missing:
+        problem(path, f"draws no {', '.join(missing)}, which the cases set",
+                "give every param of the cases a value, a range or a choice")
+    if extra:
+        problem(path, f"draws {', '.join(extra)}, which no case sets",
+                "draw the same params as the cases (the inputs factory reads those)")
     return problems
 
 

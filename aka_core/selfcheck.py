@@ -14,9 +14,9 @@ from typing import Any
 import attrs
 
 from aka_core.errors import AkaError
-from aka_core.evaluation import runner
+from aka_core.evaluation import evaluate
 from aka_core.host import PluginHost
-from aka_core.lifecycle import build_request, worker_env
+from aka_core.lifecycle import build_request
 from aka_core.models import TimingPolicy
 from aka_core.operator_tasks import load_task
 
@@ -46,12 +46,12 @@ def selfcheck(workspace: Path, host: PluginHost, *, device: str = "auto",
     device = resolve_device(device)
     require_runnable(task, device)
     request = build_request(device, task, workspace, baseline, held_out=False,
-                            measure_performance=timing, seeds=2)
+                            measure_performance=timing, seeds=2, host=host,
+                            confinement="best_effort")
     request = attrs.evolve(request, timing=QUICK_TIMING)
     log_path = workspace.parent / "logs" / "selfcheck.log"
-    record = runner.evaluate(request, env=worker_env(host, task.backend, device),
-                             log_path=log_path if log_path.parent.is_dir() else None)
-    gates = runner.outcome(record)
+    record = evaluate.evaluate(request, log_path=log_path if log_path.parent.is_dir() else None)
+    gates = evaluate.outcome(record)
     return {"task": task.id, "device": device, "advisory": True, **gates, "evaluation": record}
 
 

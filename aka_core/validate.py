@@ -72,7 +72,7 @@ def _contract_warnings(task: Task) -> list[dict[str, Any]]:
 def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any]
                 ) -> list[dict[str, Any]]:
     from aka_core.api import validate_task_run
-    from aka_core.evaluation.runner import outcome
+    from aka_core.evaluation.evaluate import outcome
 
     record = validate_task_run(task, host, device=device)
     report["evaluation"] = {k: v for k, v in record.items() if k not in ("worker_log_tail",)}

@@ -7,7 +7,17 @@ from typing import Any, Literal
 import attrs
 
 from aka_core.convert import structure, unstructure
-from aka_core.models import Case, Task, Timeouts, TimingPolicy, Tolerance
+from aka_core.models import (
+    Case,
+    Confinement,
+    Cost,
+    HeldOutDraws,
+    Task,
+    TaskRules,
+    Timeouts,
+    TimingPolicy,
+    Tolerance,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -40,6 +50,17 @@ class EvaluationRequest:
     """Also time the reference alone (task validation checks its run time)."""
     compile_only_architecture: str | None = None
     """Build baseline and candidate for this architecture and stop: this host cannot run them."""
+    held_out_draws: HeldOutDraws | None = None
+    """Held-out cases the judge draws from the secret (not sent when ``held_out`` is off)."""
+    cost: Cost | None = None
+    rules: TaskRules = attrs.Factory(TaskRules)
+    candidate_files: tuple[str, ...] = ()
+    """The candidate's editable files (relative to its root): what the judge's policy reads."""
+    confinement: Confinement = "required"
+    protected: tuple[str, ...] = ()
+    """Folders no runner may read (the tasks folder, the run directory, the repository's tests)."""
+    backend_env: dict[str, str] = attrs.Factory(dict)
+    """Variables the backend adds to its runners' environment."""
     secret_seed: int = 0
     """Per-evaluation secret; sent on stdin only, never written to disk or the environment."""
 

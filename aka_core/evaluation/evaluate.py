@@ -1,0 +1,259 @@
+"""The parent side of an evaluation: start the judge, bound it by deadlines, return its record.
+
+The judge (``judge.py``) is trusted: it loads the task's reference and inputs, holds the secret,
+starts the two runners that execute baseline and candidate code, and owns the clock. This module
+runs it in a fresh process (so the lifecycle never imports PyTorch or holds a GPU), gives it the
+request and a fresh secret on stdin, and enforces a deadline per phase the judge reports: a judge
+that hangs is killed with its process group and the evaluation is an ``infra_error``, retryable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import queue
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from aka_core.evaluation.request import EvaluationRequest
+
+STARTUP_SECONDS = 300.0
+# How long a judge may queue for a GPU that other evaluations are checking and timing on.
+GPU_WAIT_SECONDS = float(os.environ.get("AKA_GPU_WAIT_SECONDS", "3600"))
+# Margin on the judge's own limits: the judge enforces the task's timeouts on its runners; these
+# deadlines only catch a judge that stopped reporting.
+JUDGE_MARGIN_SECONDS = 120.0
+# Processes that run code of a side (and the judge) inherit only these variables: no API keys.
+WORKER_ENV_KEEP = frozenset({
+    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TEMP", "TMP", "USER", "LOGNAME",
+    "SHELL", "TERM", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH",
+    "XDG_CACHE_HOME", "CC", "CXX",
+})
+WORKER_ENV_PREFIXES = ("CUDA_", "HIP_", "ROCR_", "ROCM_", "HSA_", "TRITON_", "TORCH_", "PYTORCH_",
+                       "NCCL_", "NVIDIA_", "NVSHMEM_", "OMP_", "MKL_", "OPENBLAS_", "AKA_GPU_",
+                       "AKA_BUILD_", "NVCC_", "FLYDSL_")
+WORKER_ENV_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+# Failure kinds of an evaluation record (``record["failure"]["kind"]``).
+CANDIDATE_FAILURES = frozenset({
+    "compile", "compile_ok_runtime_error", "correctness", "precision", "policy", "timing_check",
+    "impossible_time", "interference", "protocol", "timeout", "crashed"})
+TIMING_FAILURES = frozenset({"timing_check", "impossible_time", "interference"})
+
+
+def worker_base_environment() -> dict[str, str]:
+    def allowed(name: str) -> bool:
+        if name in WORKER_ENV_KEEP:
+            return True
+        upper = name.upper()
+        return name.startswith(WORKER_ENV_PREFIXES) and not any(
+            word in upper for word in WORKER_ENV_SECRET_WORDS)  # e.g. NVIDIA_API_KEY
+
+    return {k: v for k, v in os.environ.items() if allowed(k)}
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> Any:
+    """A ``preexec_fn`` that has Linux SIGKILL the judge when its parent dies (no ``finally``
+    runs on SIGKILL: a judge would keep the GPU and its lock)."""
+    if _LIBC is None:
+        return None
+
+    def preexec() -> None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+@attrs.define
+class _Watch:
+    phase: str = "startup"
+    phase_started: float = attrs.field(factory=time.monotonic)
+    phase_times: dict[str, float] = attrs.field(factory=dict)
+    result: dict[str, Any] | None = None
+
+
+def _deadline_for(phase: str, request: EvaluationRequest) -> float:
+    t = request.timeouts
+    return JUDGE_MARGIN_SECONDS + {
+        "startup": STARTUP_SECONDS,
+        "gpu_wait": GPU_WAIT_SECONDS,
+        "compile": t.compile_seconds + STARTUP_SECONDS,
+        "correctness": t.correctness_seconds,
+        "timing": t.timing_seconds * 2,  # the interleaved phase, then the baseline alone
+    }.get(phase, 60.0)
+
+
+def evaluate(
+    request: EvaluationRequest,
+    *,
+    env: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+    python: str = sys.executable,
+) -> dict[str, Any]:
+    """Evaluate in a fresh judge process; always returns a record, never raises for the candidate."""
+    request = attrs.evolve(request, secret_seed=secrets.randbits(62))
+    log_path = log_path or Path(tempfile.mkstemp(prefix="aka-judge-", suffix=".log")[1])
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    read_fd, write_fd = os.pipe()
+    started = time.monotonic()
+    with open(log_path, "wb") as log, tempfile.TemporaryDirectory(prefix="aka-eval-") as scratch:
+        proc = subprocess.Popen(
+            [python, "-m", "aka_core.evaluation.judge", str(write_fd)],
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,), start_new_session=True, cwd=scratch,
+            preexec_fn=_die_with_parent(os.getpid()),
+            env={**worker_base_environment(), **(env or {}), "PYTHONUNBUFFERED": "1",
+                 "PYTHONDONTWRITEBYTECODE": "1",
+                 "AKA_JUDGE_LOG_PREFIX": str(log_path.with_suffix(""))},
+        )
+        os.close(write_fd)
+        messages: queue.Queue[tuple[float, dict[str, Any] | None]] = queue.Queue()
+        reader = threading.Thread(target=_read_messages, args=(read_fd, messages), daemon=True)
+        reader.start()
+        try:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(json.dumps(request.to_json()).encode())
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            watch, failure = _watch(proc, request, messages)
+        finally:  # also on Ctrl-C: the judge has its own session and would outlive us
+            _kill_group(proc)
+        reader.join(timeout=5)
+    record: dict[str, Any] = watch.result or {"phases": {}}
+    record["phases_wall"] = watch.phase_times
+    record["wall_seconds"] = round(time.monotonic() - started, 3)
+    record["worker_log"] = str(log_path)
+    if failure is not None:
+        failure.setdefault("log_tail", _tail(log_path))
+        record["failure"] = failure
+    return record
+
+
+def _read_messages(fd: int, out: queue.Queue[tuple[float, dict[str, Any] | None]]) -> None:
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
+        for line in stream:
+            try:
+                out.put((time.monotonic(), json.loads(line)))
+            except json.JSONDecodeError:
+                continue
+    out.put((time.monotonic(), None))
+
+
+def _watch(proc: subprocess.Popen[bytes], request: EvaluationRequest,
+           messages: queue.Queue[tuple[float, dict[str, Any] | None]]
+           ) -> tuple[_Watch, dict[str, Any] | None]:
+    watch = _Watch()
+    while True:
+        remaining = watch.phase_started + _deadline_for(watch.phase, request) - time.monotonic()
+        if remaining <= 0:
+            _kill_group(proc)
+            watch.phase_times[watch.phase] = round(time.monotonic() - watch.phase_started, 3)
+            return watch, {"kind": "infra_error", "phase": watch.phase, "retryable": True,
+                           "message": f"the judge stopped reporting during {watch.phase} (limit "
+                                      f"{_deadline_for(watch.phase, request):.0f} s) and was "
+                                      "killed"}
+        try:
+            now, msg = messages.get(timeout=min(remaining, 1.0))
+        except queue.Empty:
+            continue
+        if msg is None:  # the judge closed its end: it exited
+            break
+        event = msg.get("event")
+        if event == "phase":
+            watch.phase_times[watch.phase] = round(now - watch.phase_started, 3)
+            watch.phase, watch.phase_started = msg["phase"], now
+        elif event == "result":
+            watch.result = msg["result"]
+    try:
+        code = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        code = proc.wait()
+    if watch.result is None:
+        return watch, _crash(code, watch.phase)
+    return watch, None
+
+
+def _crash(code: int, phase: str) -> dict[str, Any]:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        message = f"the judge died with {name} during {phase}"
+    else:
+        message = f"the judge exited with status {code} during {phase} without a result"
+    return {"kind": "infra_error", "phase": phase, "message": message, "exit_code": code,
+            "retryable": True}
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        if proc.poll() is None:
+            proc.kill()
+    proc.wait()
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        data = path.read_bytes()[-limit:]
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")
+
+
+def outcome(record: dict[str, Any]) -> dict[str, Any]:
+    """The gates of an evaluation record: compiled? correct? performance measured? speedup?"""
+    failure = record.get("failure")
+    kind = failure.get("kind") if failure else None
+    phase = failure.get("phase") if failure else None
+    compiled: bool | None = True
+    correct: bool | None = bool(record.get("correctness", {}).get("passed"))
+    stopped = kind in ("timeout", "crashed", "protocol")
+    if kind == "compile" or (stopped and phase == "compile"):
+        compiled, correct = False, None
+    elif kind in ("task_error", "infra_error") or (stopped and phase in ("startup", "gpu_wait")):
+        compiled, correct = None, None  # the candidate was never judged
+    elif kind == "policy" and not record.get("correctness"):
+        correct = None  # rejected before it ran
+    elif kind in ("compile_ok_runtime_error", "correctness", "precision") or (
+        stopped and phase == "correctness"
+    ):
+        correct = False
+    compile_only = bool(record.get("compile_only"))
+    if compile_only and failure is None:
+        correct = None  # built for the target, never run
+    perf = record.get("performance") or {}
+    measured = bool(perf.get("measured")) and failure is None
+    return {
+        "compile_only": compile_only,
+        "pass_compilation": compiled,
+        "pass_correctness": correct,
+        "performance_measured": measured,
+        "speedup": perf.get("speedup") if measured else None,
+        "ci95": tuple(perf["ci95"]) if measured and perf.get("ci95") else None,
+        "failure_kind": kind,
+        "task_error": kind == "task_error",
+        "infra_error": kind == "infra_error",
+    }

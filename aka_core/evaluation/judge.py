@@ -1,0 +1,810 @@
+"""The judge: the trusted process of an evaluation. Candidate code never runs here.
+
+Started by ``evaluate.evaluate`` as ``python -m aka_core.evaluation.judge FD`` with the request
+(and the per-evaluation secret) on stdin. The judge
+
+* starts two runners (``runner.py``), one for the baseline and one for the candidate, each
+  confined (``aka_core.sandbox``) before it imports the side's code, with private build caches;
+* loads the task's reference and input factory itself, from the verified task copy; derives every
+  seed from the secret, which never leaves this process; draws the secret held-out cases;
+* checks the candidate on fresh inputs against the reference, reading the outputs itself
+  (``protocol``: bytes on a CPU, GPU memory it maps on a GPU), checks their structure, that the
+  inputs are unchanged, the task's rules (``policy``) and its precision rule;
+* times both sides with its own clock (``timing``), audits timed outputs it chooses in secret,
+  rejects times below the speed of light, and checks that the baseline was not slowed while the
+  candidate's process was alive;
+* sends phases and the final record to its parent over the pipe FD.
+
+A failure is classified: the candidate's (it did not build, was wrong, hung, crashed, broke the
+protocol or a rule, read impossibly fast), the task's (``task_error``: its baseline or reference
+failed), or the evaluator's (``infra_error``: confinement unavailable, a runner of the baseline
+killed from outside, the judge's own fault) — never a zero reward a trainer should learn from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aka_core.errors import BuildError
+from aka_core.evaluation import checking, protocol
+from aka_core.evaluation.request import EvaluationRequest
+from aka_core.evaluation.sides import RunnerProcess, SideFailure
+
+SANDBOX_PROTECTED_ALWAYS = ("/tmp", "/var/tmp", "/dev/shm", "/root", "/home")
+ALIGN = 256
+CTRL_BYTES = 256
+STARTUP_SECONDS = 300.0
+CALL_SECONDS_MIN = 60.0
+POISON_FACTOR = 2
+
+
+class JudgeFailure(Exception):
+    """Ends the evaluation: ``kind`` is the failure's class, ``details`` go to the record."""
+
+    def __init__(self, kind: str, message: str, **details: Any):
+        super().__init__(message)
+        self.kind = kind
+        self.details = details
+
+
+INFRA = "infra_error"
+
+
+class Channel:
+    def __init__(self, fd: int):
+        self.stream = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+
+    def send(self, event: str, **fields: Any) -> None:
+        self.stream.write(json.dumps({"event": event, **fields}, default=str) + "\n")
+        self.stream.flush()
+
+
+def derive_seed(secret: int, *parts: object) -> int:
+    digest = hashlib.blake2b(":".join([str(secret), *map(str, parts)]).encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "little") >> 1
+
+
+def draw_held_out(draws: Any, seed: int) -> list[Any]:
+    """Concrete held-out cases from their ranges, drawn with ``seed`` (derived from the secret)."""
+    from aka_core.models import Case
+
+    rng = random.Random(seed)
+    cases = []
+    for index in range(draws.count):
+        params: dict[str, Any] = {}
+        for name, spec in draws.params.items():
+            if isinstance(spec, Mapping) and "range" in spec:
+                lo, hi = int(spec["range"][0]), int(spec["range"][1])
+                step = int(spec.get("multiple_of", 1))
+                first = -(-lo // step) * step
+                params[name] = first + step * rng.randint(0, max(0, (hi - first) // step))
+            elif isinstance(spec, Mapping) and "choice" in spec:
+                params[name] = rng.choice(list(spec["choice"]))
+            else:
+                params[name] = spec
+        cases.append(Case(name=f"held_out_{index}", params=params))
+    return cases
+
+
+class Judge:
+    def __init__(self, request: EvaluationRequest, channel: Channel):
+        self.channel = channel
+        secret = request.secret_seed
+        self.held_out_cases = (draw_held_out(request.held_out_draws, derive_seed(secret, "draws"))
+                               if request.held_out_draws is not None else [])
+        self.cases = [*request.cases, *self.held_out_cases]
+        self.held_out = {*request.held_out, *(c.name for c in self.held_out_cases)}
+        self.case_seeds = {c.name: [derive_seed(secret, "check", c.name, i)
+                                    for i in range(request.seeds_per_case)] for c in self.cases}
+        self.timing_root = derive_seed(secret, "timing")
+        import attrs
+
+        self.req = attrs.evolve(request, secret_seed=0)
+        self.result: dict[str, Any] = {"phases": {}}
+        self._phase: str | None = None
+        self._phase_start = time.monotonic()
+        self.runners: dict[str, RunnerProcess] = {}
+        self.io: dict[str, Any] = {}
+        self.scratch = Path.cwd()
+        self.confinement: dict[str, Any] = {}
+        self.structures: dict[str, list[tuple[tuple[int, ...], Any]]] = {}
+
+    # ------------------------------------------------------------------ phases
+    def phase(self, name: str) -> None:
+        now = time.monotonic()
+        if self._phase is not None:
+            self.result["phases"][self._phase] = round(now - self._phase_start, 4)
+        self._phase, self._phase_start = name, now
+        self.channel.send("phase", phase=name)
+
+    def run(self) -> dict[str, Any]:
+        from aka_core.evaluation import sides
+
+        self.phase("startup")
+        sides.become_subreaper()
+        self.start_runners()
+        self.load_task_side()
+        self.phase("compile")
+        self.await_runners()
+        if self.req.compile_only_architecture:
+            self.compile_only()
+            self.phase("done")
+            return self.result
+        self.check_rules_statically()
+        self.prepare_both()
+        if self.device == "cuda":
+            # Checks and timing own the GPU: evaluations sharing it queue here.
+            self.phase("gpu_wait")
+            self._gpu_lock = acquire_gpu_lock()
+        self.phase("correctness")
+        self.check_correctness()
+        if self.req.measure_performance and self.device == "cuda":
+            self.phase("timing")
+            from aka_core.evaluation import timing
+
+            timing.measure(self)
+        else:
+            self.result["performance"] = {
+                "measured": False,
+                "reason_not_measured": (
+                    "performance was not measured: no GPU (correctness ran on the CPU"
+                    + (" through Triton's interpreter)" if self.req.backend == "triton" else ")")
+                    if self.device != "cuda" else "performance measurement was switched off")}
+        self.phase("done")
+        return self.result
+
+    # ------------------------------------------------------------------ runners
+    def sandbox_spec(self, side_root: Path, scratch: Path) -> dict[str, Any]:
+        from aka_core import sandbox
+
+        protected = [*self.req.protected, *SANDBOX_PROTECTED_ALWAYS]
+        other_roots = [str(Path(r.root)) for r in (self.req.reference, self.req.baseline,
+                                                  self.req.candidate) if r is not None]
+        # A side never reads the other side's folder (the candidate never reads the task copy
+        # with its held-out cases and reference), unless they are the same folder.
+        protected += [r for r in other_roots if Path(r).resolve() != side_root.resolve()]
+        spec = sandbox.build_spec(scratch=scratch, read=[str(side_root), *code_folders(self.req)],
+                                  protected=protected,
+                                  required=self.req.confinement == "required")
+        import attrs
+
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(spec).items()}
+
+    def start_runners(self) -> None:
+        req = self.req
+        cand = req.candidate or req.baseline
+        plan = {"baseline": (req.baseline, "aka_side_baseline"),
+                "candidate": (cand, "aka_side_candidate")}
+        from aka_core.evaluation.evaluate import worker_base_environment
+
+        for side, (ref, package) in plan.items():
+            scratch = self.scratch / side
+            if scratch.exists():
+                shutil.rmtree(scratch)
+            scratch.mkdir(parents=True)
+            env = {**worker_base_environment(), **req.backend_env,
+                   "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"),
+                   "XDG_CACHE_HOME": str(scratch / "cache"),
+                   "TRITON_CACHE_DIR": str(scratch / "cache" / "triton"),
+                   "TRITON_HOME": str(scratch / "home"),
+                   "AKA_BUILD_CACHE": str(scratch / "cache" / "builds"),
+                   "CUDA_CACHE_PATH": str(scratch / "cache" / "nv"),
+                   "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+            env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # outputs must be exportable allocations
+            prefix = os.environ.get("AKA_JUDGE_LOG_PREFIX") or str(self.scratch / "evaluation")
+            log = Path(f"{prefix}.{side}.log")
+            runner = RunnerProcess(side, scratch=scratch, env=env, log_path=log)
+            self.runners[side] = runner
+            runner.send(op="init", sandbox=self.sandbox_spec(Path(ref.root), scratch),
+                        confine=req.confinement != "off", device=req.device,
+                        backend=backend_factory_path(req.backend), root=ref.root, ref=ref.ref,
+                        package=package)
+
+    def await_runners(self) -> None:
+        deadline = time.monotonic() + self.req.timeouts.compile_seconds + STARTUP_SECONDS
+        confined = True
+        for side, runner in self.runners.items():
+            reply = self._read(runner, deadline, "start-up")
+            if reply.get("event") == "sandbox_failed":
+                raise JudgeFailure(INFRA, f"the {side} runner could not be confined: "
+                                   f"{reply.get('message')} (set evaluation.confinement: "
+                                   "best_effort to evaluate with what this host offers)")
+            if reply.get("event") != "sandboxed":
+                raise JudgeFailure(INFRA, f"the {side} runner did not start: {reply}")
+            record = reply.get("confinement")
+            self.confinement[side] = record if isinstance(record, dict) else {}
+            confined = confined and bool(self.confinement[side].get("confined"))
+        self.result["confinement"] = {"policy": self.req.confinement, "confined": confined,
+                                      **self.confinement}
+        for side, runner in self.runners.items():
+            reply = self._read(runner, deadline, "loading its code")
+            if reply.get("event") == "build_failed":
+                self._build_failed(side, reply)
+            elif reply.get("event") != "loaded":
+                raise JudgeFailure("protocol" if side == "candidate" else INFRA,
+                                   f"the {side} runner sent {str(reply)[:200]} while loading")
+
+    def _read(self, runner: RunnerProcess, deadline: float, what: str) -> dict[str, Any]:
+        try:
+            return runner.read(max(1.0, deadline - time.monotonic()), what)
+        except SideFailure as exc:
+            raise self.side_failure(runner.side, exc, "compile") from None
+
+    def _build_failed(self, side: str, reply: Mapping[str, Any]) -> None:
+        message = str(reply.get("message", ""))[:6000]
+        where = {"file": reply.get("file"), "line": reply.get("line"), "side": side}
+        if side == "candidate":
+            raise JudgeFailure("compile", f"candidate does not build: {message}", **where)
+        kind = INFRA if _missing_tool(message) else "task_error"
+        raise JudgeFailure(kind, f"baseline does not build: {message}", **where)
+
+    def side_failure(self, side: str, exc: SideFailure, phase: str) -> JudgeFailure:
+        """A runner's failure as the evaluation's: the candidate's fault, or the task's/host's."""
+        details = dict(exc.details)
+        if side == "candidate":
+            kind = {"raised": "correctness" if phase == "correctness" else
+                    "compile_ok_runtime_error" if phase == "compile" else "timing_check",
+                    "timeout": "timeout", "crashed": "crashed",
+                    "protocol": "protocol"}.get(exc.kind, exc.kind)
+            if exc.kind == "raised" and details.get("build_error"):
+                kind = "compile"
+            if exc.kind == "crashed" and self._gpu_taken_by_others():
+                kind = INFRA
+            return JudgeFailure(kind, f"candidate: {exc}", phase_of_failure=phase, **details)
+        kind = "task_error" if exc.kind == "raised" and phase != "timing" else INFRA
+        return JudgeFailure(kind, f"baseline: {exc}", phase_of_failure=phase, **details)
+
+    def _gpu_taken_by_others(self) -> bool:
+        return bool(self.result.get("device_memory", {}).get("shared"))
+
+    # ------------------------------------------------------------------ the task's side
+    def load_task_side(self) -> None:
+        from aka_core.python_backend import PythonBackend
+
+        loader = PythonBackend()
+        req = self.req
+        try:
+            self.make_inputs = loader.load_callable(Path(req.inputs.root), req.inputs.ref,
+                                                    "aka_judge_task")
+            self.reference = loader.load_callable(Path(req.reference.root), req.reference.ref,
+                                                  "aka_judge_task")
+        except BuildError as exc:
+            raise JudgeFailure("task_error", f"the task's reference or inputs do not load: "
+                               f"{exc.message}", file=exc.file, line=exc.line) from exc
+        import torch
+
+        self.device = req.device
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise JudgeFailure(INFRA, "a GPU was requested but PyTorch sees none")
+        from aka_core.host import PluginHost
+
+        try:
+            backend = PluginHost().backend(req.backend).factory()
+            self.result["device"] = _asdict(backend.describe_device(self.device))
+        except Exception as exc:  # a broken plugin: the evaluator's problem
+            raise JudgeFailure(INFRA, f"backend {req.backend!r}: {type(exc).__name__}: {exc}") from exc
+        if self.device == "cuda":
+            free, total = torch.cuda.mem_get_info()
+            self.result["device_memory"] = {"free_gib": round(free / 2**30, 2),
+                                            "total_gib": round(total / 2**30, 2),
+                                            "shared": free < 0.5 * total}
+        from aka_core import gpus
+
+        name = (self.result.get("device") or {}).get("name") or ""
+        self.gpu_model = gpus.model_of_device(name) if self.device == "cuda" else None
+
+    def inputs_for(self, case: Any, seed: int) -> dict[str, Any]:
+        try:
+            return self.make_inputs(dict(case.params), seed, self.device)
+        except BaseException as exc:
+            raise JudgeFailure("task_error", f"the inputs factory raised {type(exc).__name__}: "
+                               f"{exc} (case {case.name})", traceback=_short_tb(exc)) from exc
+
+    def reference_outputs(self, case: Any, inputs: Mapping[str, Any]) -> list[Any]:
+        try:
+            return checking.as_tensors(self.reference(**inputs))
+        except BaseException as exc:
+            raise JudgeFailure("task_error", f"the reference raised {type(exc).__name__}: {exc} "
+                               f"(case {case.name})", traceback=_short_tb(exc)) from exc
+
+    # ------------------------------------------------------------------ compile
+    def compile_only(self) -> None:
+        inputs = self.inputs_for(self.cases[0], self.case_seeds[self.cases[0].name][0])
+        facts: dict[str, Any] = {}
+        for side in self.runners:
+            if side == "candidate" and self.req.candidate is None:
+                continue
+            reply = self._request(side, "prepare", "compile",
+                                  inputs=protocol.encode_inputs_cpu(inputs))
+            if reply.get("facts"):
+                facts[side] = reply["facts"]
+        self.result["compile"] = {"passed": True}
+        record = compile_only_record(self.req, built=True, sides=facts)
+        self.result["compile_only"] = record
+        self.result["performance"] = {"measured": False, "reason_not_measured": record["note"]}
+
+    def prepare_both(self) -> None:
+        started = time.monotonic()
+        first = self.cases[0]
+        inputs = self.inputs_for(first, self.case_seeds[first.name][0])
+        facts: dict[str, Any] = {}
+        self.io = {side: SideIO(self, side) for side in self.runners}
+        for side in self.runners:
+            fields = self.io[side].load(inputs)
+            reply = self._request(side, "prepare", "compile", **fields)
+            if reply.get("facts"):
+                facts[side] = reply["facts"]
+        self.result["compile"] = {"passed": True, "seconds": round(time.monotonic() - started, 4)}
+        if facts:
+            self.result["compile"]["sides"] = facts
+
+    def _request(self, side: str, op: str, phase: str, timeout: float | None = None,
+                 **fields: Any) -> dict[str, Any]:
+        runner = self.runners[side]
+        limit = timeout or {"compile": self.req.timeouts.compile_seconds,
+                            "correctness": max(CALL_SECONDS_MIN, self.req.timeouts.correctness_seconds),
+                            "timing": max(CALL_SECONDS_MIN, self.req.timeouts.timing_seconds)}[phase]
+        try:
+            return runner.request(op, limit, **fields)
+        except SideFailure as exc:
+            if phase == "compile" and exc.kind == "raised" and not exc.details.get("build_error"):
+                if side == "candidate":
+                    raise JudgeFailure("compile_ok_runtime_error", f"candidate raised: {exc}",
+                                       **exc.details) from None
+                raise JudgeFailure("task_error", f"baseline raised: {exc}", **exc.details) from None
+            if phase == "compile" and exc.details.get("build_error"):
+                self._build_failed(side, {"message": str(exc), **exc.details})
+            raise self.side_failure(side, exc, phase) from None
+
+    # ------------------------------------------------------------------ rules
+    def check_rules_statically(self) -> None:
+        rules = self.req.rules
+        self.result["rules"] = {"torch_compute": rules.torch_compute,
+                                "compute_precision": rules.compute_precision}
+        if rules.torch_compute != "forbidden" or self.req.candidate is None:
+            return
+        from aka_core.evaluation import policy
+
+        violations = policy.check_sources(Path(self.req.candidate.root),
+                                          list(self.req.candidate_files))
+        self.result["rules"]["static_violations"] = [str(v) for v in violations]
+        if violations:
+            first = violations[0]
+            raise JudgeFailure("policy", policy.describe_violations(violations),
+                               file=first.file, line=first.line)
+
+    # ------------------------------------------------------------------ correctness
+    def check_correctness(self) -> None:
+        checks: list[dict[str, Any]] = []
+        self.result["correctness"] = {"passed": False, "checks": checks}
+        profile = self.req.rules.torch_compute == "forbidden" and self.req.candidate is not None
+        ops_seen: set[str] = set()
+        for case in self.cases:
+            held_out = case.name in self.held_out
+            for index, seed in enumerate(self.case_seeds[case.name]):
+                inputs = self.inputs_for(case, seed)
+                ref = self.reference_outputs(case, inputs)
+                repeats = 2 if index == 0 else 1  # a repeat catches unwritten or racy outputs
+                outs = self.call_both(inputs, ref, repeats=repeats, profile=profile,
+                                      case_name=case.name)
+                base = outs["baseline"][0]
+                self.structures[case.name] = checking.structure_of(base)
+                base_vs_ref = checking.compare_outputs(base, ref, self.req.tolerance)
+                if not base_vs_ref["passed"]:
+                    raise JudgeFailure("task_error", f"the baseline does not match the reference on "
+                                       f"case {case.name}: {base_vs_ref['reason']}")
+                entry: dict[str, Any] = {"case": case.name, "seed_index": index,
+                                         "held_out": held_out}
+                if held_out and case in self.held_out_cases:
+                    entry["params"] = dict(case.params)
+                for run_index, out in enumerate(outs["candidate"]):
+                    mismatch = checking.structure_mismatch(out, base)
+                    if mismatch:
+                        raise JudgeFailure("correctness", f"{mismatch} (case {case.name})",
+                                           case=case.name)
+                    cmp = checking.compare_outputs(out, ref, self.req.tolerance)
+                    if run_index == 0:
+                        entry.update({k: cmp[k] for k in ("max_abs_err", "rel_l2") if k in cmp})
+                    if not cmp["passed"]:
+                        entry.update(passed=False, reason=cmp["reason"], run=run_index + 1)
+                        checks.append(entry)
+                        what = ("differs from the reference" if run_index == 0 else
+                                "differs from the reference when called again on the same inputs "
+                                "(unwritten outputs, a race or state kept between calls)")
+                        raise JudgeFailure("correctness", f"output {what} on case {case.name}: "
+                                           f"{cmp['reason']}", case=case.name)
+                    self.check_precision(out, ref, case.name, entry)
+                ops_seen |= set(outs.get("ops", ()))
+                entry["baseline_rel_l2"] = base_vs_ref.get("rel_l2")
+                entry["passed"] = True
+                checks.append(entry)
+        if profile:
+            from aka_core.evaluation import policy
+
+            computed = policy.check_ops(ops_seen)
+            self.result["rules"]["torch_ops_seen"] = sorted(ops_seen)
+            if computed:
+                raise JudgeFailure("policy", "the candidate computed with PyTorch operators "
+                                   f"({', '.join(computed)}); this task's rules forbid PyTorch "
+                                   "compute: write the computation in the task's kernels")
+        self.result["correctness"]["passed"] = True
+
+    def check_precision(self, out: list[Any], ref: list[Any], case: str,
+                        entry: dict[str, Any]) -> None:
+        rules = self.req.rules
+        if rules.compute_precision != "float32":
+            return
+        fraction = checking.rounding_mismatch(out, ref)
+        entry["rounding_mismatch"] = fraction
+        if fraction > rules.max_rounding_mismatch:
+            raise JudgeFailure("precision", f"{fraction:.1%} of the output elements differ from the "
+                               "float32 reference rounded to the output dtype (at most "
+                               f"{rules.max_rounding_mismatch:.0%} allowed): the task requires "
+                               f"float32 arithmetic (case {case})", case=case)
+
+    def call_both(self, inputs: Mapping[str, Any], ref: list[Any], *, repeats: int,
+                  profile: bool, case_name: str) -> dict[str, Any]:
+        """Both sides on the same inputs (concurrently); their outputs, read by the judge."""
+        expected_bytes = sum(t.numel() * t.element_size() for t in ref)
+        results: dict[str, Any] = {"baseline": [], "candidate": []}
+        for repeat in range(repeats):
+            called = ("baseline", "candidate") if repeat == 0 else ("candidate",)
+            for side in called:
+                fields = self.io[side].load(inputs)
+                self.runners[side].send(op="call", poison_bytes=expected_bytes * POISON_FACTOR,
+                                        profile=profile and side == "candidate", **fields)
+            for side in called:
+                reply = self._reply(side, "correctness")
+                outs = self.io[side].outputs(reply, ref)
+                changed = self.io[side].changed_inputs(inputs)
+                if changed:
+                    raise self._input_changed(side, changed, case_name)
+                results[side].append(outs)
+                if side == "candidate" and reply.get("ops"):
+                    ops = reply["ops"]
+                    results["ops"] = {str(o)[:100] for o in ops[:500]} if isinstance(ops, list) else set()
+        return results
+
+    def _input_changed(self, side: str, names: list[str], case: str) -> JudgeFailure:
+        if side == "candidate":
+            return JudgeFailure("correctness", f"candidate modified its inputs {', '.join(names)} "
+                                f"(case {case})", case=case)
+        return JudgeFailure("task_error", f"the baseline modified its inputs {', '.join(names)}")
+
+    def _reply(self, side: str, phase: str) -> dict[str, Any]:
+        runner = self.runners[side]
+        limit = max(CALL_SECONDS_MIN, self.req.timeouts.correctness_seconds)
+        try:
+            reply = runner.read(limit, "a call")
+        except SideFailure as exc:
+            raise self.side_failure(side, exc, phase) from None
+        if reply.get("ok") is not True:
+            exc = SideFailure("raised", str(reply.get("error", "failed"))[:4000], side=side,
+                              traceback=str(reply.get("traceback", ""))[-3000:])
+            raise self.side_failure(side, exc, phase)
+        return reply
+
+    def close(self) -> None:
+        from aka_core.evaluation import sides
+
+        for io in self.io.values():
+            io.close()
+        for runner in self.runners.values():
+            runner.cont()
+            runner.kill()
+        sides.kill_orphans(set())
+
+
+class SideIO:
+    """Moves one case's inputs to a runner and its outputs back, for untimed calls.
+
+    On a GPU the inputs go into an arena (a dedicated allocation) the judge owns and exports to
+    this runner only; outputs are read from the runner's exported allocations, mapped and copied
+    right away. On a CPU both travel as bytes in the messages.
+    """
+
+    def __init__(self, judge: Judge, side: str):
+        self.judge = judge
+        self.side = side
+        self.arena: Any = None
+        self.layout: dict[str, Any] | None = None
+        self.views: dict[str, Any] = {}
+        self.reader = OutputReader(side)
+        self.signature: Any = None
+
+    def load(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        if self.judge.device != "cuda":
+            return {"inputs": protocol.encode_inputs_cpu(inputs)}
+        signature = input_signature(inputs)
+        if signature != self.signature:
+            self.close()
+            layout, size = slot_layout(inputs, CTRL_BYTES)
+            from aka_core.evaluation import cuda_ipc
+
+            self.arena = cuda_ipc.Arena(size)
+            self.arena.bytes.zero_()
+            self.views = arena_views(self.arena, layout)
+            self.judge._request(self.side, "setup", "correctness", arena=_b64(self.arena.handle),
+                                slots=[layout])
+            self.signature, self.layout = signature, layout
+        for name, view in self.views.items():
+            view.copy_(inputs[name])
+        import torch
+
+        torch.cuda.synchronize()
+        return {"slot": 0}
+
+    def outputs(self, reply: Mapping[str, Any], ref: list[Any]) -> list[Any]:
+        descs = reply.get("outputs")
+        if not isinstance(descs, list) or len(descs) > 64:
+            raise self._violation("the outputs must be a list of at most 64 tensors")
+        try:
+            if self.judge.device != "cuda":
+                return [protocol.decode_cpu(d) for d in descs]
+            own = {self.arena.handle} if self.arena is not None else set()
+            views = [self.reader.view(d, own) for d in descs]
+            return [v.clone() for v in views]
+        except protocol.ProtocolError as exc:
+            raise self._violation(str(exc)) from None
+
+    def changed_inputs(self, inputs: Mapping[str, Any]) -> list[str]:
+        if self.judge.device != "cuda":
+            return []
+        return [name for name, view in self.views.items()
+                if not checking.same_bytes(view, inputs[name])]
+
+    def _violation(self, message: str) -> JudgeFailure:
+        if self.side == "candidate":
+            return JudgeFailure("protocol", f"candidate: {message}")
+        return JudgeFailure(INFRA, f"baseline runner: {message}")
+
+    def close(self) -> None:
+        self.reader.close()
+        if self.arena is not None:
+            self.views = {}
+            self.arena.close()
+            self.arena = None
+        self.signature = None
+
+
+class OutputReader:
+    """Maps a runner's exported allocations (cached by handle) and makes checked views of them."""
+
+    def __init__(self, side: str):
+        self.side = side
+        self.mappings: dict[bytes, Any] = {}
+
+    def view(self, desc: Any, own_handles: set[bytes]) -> Any:
+        import torch
+
+        from aka_core.evaluation import cuda_ipc
+
+        handle, offset, dtype, shape, strides = protocol.checked_gpu_descriptor(desc)
+        if not protocol.plain_dense(shape, strides):
+            raise protocol.ProtocolError(f"an output of shape {list(shape)} has strides "
+                                         f"{list(strides)}: outputs must be plain dense "
+                                         "(contiguous) tensors")
+        numel = 1
+        for size in shape:
+            numel *= size
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype, device="cuda")
+        if handle in own_handles:
+            raise protocol.ProtocolError("an output points into the judge's input arena")
+        mapping = self.mappings.get(handle)
+        if mapping is None:
+            if len(self.mappings) >= 4096:
+                raise protocol.ProtocolError("too many distinct output allocations")
+            try:
+                mapping = cuda_ipc.Mapping(handle)
+            except cuda_ipc.CudaError as exc:
+                raise protocol.ProtocolError(f"an output's memory cannot be opened: {exc}") from None
+            self.mappings[handle] = mapping
+        try:
+            return cuda_ipc.view(mapping.bytes, offset, dtype, shape, strides)
+        except ValueError as exc:
+            raise protocol.ProtocolError(f"an output is out of bounds: {exc}") from None
+
+    def close(self) -> None:
+        for mapping in self.mappings.values():
+            mapping.close()
+        self.mappings = {}
+
+
+# --------------------------------------------------------------------------- arena layout
+
+
+def input_signature(inputs: Mapping[str, Any]) -> tuple[Any, ...]:
+    import torch
+
+    return tuple((name, (tuple(v.shape), str(v.dtype)) if isinstance(v, torch.Tensor) else
+                  ("value", json.dumps(v, sort_keys=True, default=str)))
+                 for name, v in sorted(inputs.items()))
+
+
+def slot_layout(inputs: Mapping[str, Any], start: int) -> tuple[dict[str, Any], int]:
+    """Where each tensor input of one slot lives in an arena (contiguous, 256-byte aligned), and
+    the end offset. Non-tensor inputs travel as JSON values."""
+    import torch
+
+    layout: dict[str, Any] = {}
+    offset = start
+    for name, value in inputs.items():
+        if isinstance(value, torch.Tensor):
+            if value.device.type != "cuda":
+                raise JudgeFailure("task_error", f"input {name!r} is on {value.device}; the "
+                                   "inputs factory must put tensors on the device it is given")
+            offset = -(-offset // ALIGN) * ALIGN
+            layout[name] = {"offset": offset, "dtype": protocol.dtype_name(value.dtype),
+                            "shape": list(value.shape),
+                            "strides": list(protocol.contiguous_strides(value.shape))}
+            offset += value.numel() * value.element_size()
+        else:
+            try:
+                json.dumps(value)
+            except TypeError:
+                raise JudgeFailure("task_error", f"input {name!r} is a {type(value).__name__}; "
+                                   "inputs are tensors or JSON values") from None
+            layout[name] = {"value": value}
+    return layout, -(-offset // ALIGN) * ALIGN
+
+
+def arena_views(arena: Any, layout: Mapping[str, Any], shift: int = 0) -> dict[str, Any]:
+    from aka_core.evaluation import cuda_ipc
+
+    return {name: cuda_ipc.view(arena.bytes, item["offset"] + shift,
+                                protocol.torch_dtype(item["dtype"]), tuple(item["shape"]))
+            for name, item in layout.items() if "offset" in item}
+
+
+def shifted(layout: Mapping[str, Any], shift: int) -> dict[str, Any]:
+    return {name: ({**item, "offset": item["offset"] + shift} if "offset" in item else item)
+            for name, item in layout.items()}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def compile_only_record(req: EvaluationRequest, *, built: bool,
+                        sides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    arch = req.compile_only_architecture
+    if not built:
+        return {"architecture": arch, "built": [],
+                "note": f"compile-only for {arch}: the build failed; nothing ran"}
+    sides = dict(sides or {})
+    loaded = ["baseline"] + (["candidate"] if req.candidate is not None else [])
+    # A side whose backend reported an empty build (PyTorch code) had nothing to build.
+    names = [s for s in loaded if s not in sides or sides[s].get("built", True)]
+    idle = [s for s in loaded if s not in names]
+    idle_text = f"{' and '.join(idle)}: PyTorch code, nothing to build"
+    if names:
+        what = f"compile-only: {' and '.join(names)} built for {arch}"
+        what += f" ({idle_text})" if idle else ""
+    else:
+        what = f"compile-only for {arch}: {idle_text}"
+    record: dict[str, Any] = {
+        "architecture": arch, "built": names,
+        "note": f"{what}; this host has no such GPU, so correctness and timing were not run"}
+    if sides:
+        record["sides"] = sides
+    return record
+
+
+def code_folders(req: EvaluationRequest) -> list[str]:
+    """Folders of the installed code a runner imports: aka_core and the backend's plugin."""
+    import importlib
+
+    folders = [str(Path(importlib.import_module("aka_core").__file__).resolve().parent)]
+    module = backend_factory_path(req.backend).partition(":")[0].split(".")[0]
+    spec = importlib.util.find_spec(module)
+    if spec is not None and spec.origin:
+        folders.append(str(Path(spec.origin).resolve().parent))
+    # Plugins a candidate imports to build its kernels (aka_backend_cuda.load, ...).
+    for name in ("aka_backend_cuda", "aka_backend_hip", "aka_backend_flydsl", "flydsl"):
+        found = importlib.util.find_spec(name)
+        if found is not None and found.origin:
+            folders.append(str(Path(found.origin).resolve().parent))
+    return folders
+
+
+def backend_factory_path(backend: str) -> str:
+    from aka_core.host import PluginHost
+
+    factory = PluginHost().backend(backend).factory
+    return f"{factory.__module__}:{factory.__qualname__}"
+
+
+def _missing_tool(message: str) -> bool:
+    text = message.lower()
+    return any(s in text for s in ("not found on path", "no such file or directory: 'nvcc",
+                                   "nvcc was not found", "cannot find nvcc", "hipcc was not found",
+                                   "is not installed"))
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode("ascii")
+
+
+def _asdict(obj: Any) -> dict[str, Any]:
+    import attrs
+
+    return attrs.asdict(obj)
+
+
+def _short_tb(exc: BaseException, limit: int = 6) -> str:
+    return "".join(traceback.format_exception(exc, limit=-limit))[-3000:]
+
+
+def gpu_lock_path() -> Path:
+    import tempfile
+
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    ident = str(getattr(props, "uuid", "") or os.environ.get("CUDA_VISIBLE_DEVICES", "0"))
+    ident = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in ident)
+    folder = Path(os.environ.get("AKA_GPU_LOCK_DIR") or Path(tempfile.gettempdir(), "aka-gpu-locks"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"aka-gpu-{ident}.lock"
+
+
+def acquire_gpu_lock() -> Any:
+    """An exclusive lock on this GPU, held until the judge exits (the kernel releases it)."""
+    import fcntl
+
+    handle = open(gpu_lock_path(), "a+")  # noqa: SIM115 - held for the life of the process
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    return handle
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    channel = Channel(int(argv[0]))
+    request = EvaluationRequest.from_json(json.loads(sys.stdin.read()))
+    sys.stdin.close()
+    judge = Judge(request, channel)
+    del request
+    code = 0
+    try:
+        result = judge.run()
+    except JudgeFailure as exc:
+        result = judge.result
+        if judge.req.compile_only_architecture and "compile_only" not in result:
+            result["compile_only"] = compile_only_record(judge.req, built=False)
+        result["failure"] = {"kind": exc.kind, "message": str(exc), "phase": judge._phase,
+                             **{k: v for k, v in exc.details.items() if k != "phase_of_failure"}}
+    except BaseException as exc:
+        result = judge.result
+        result["failure"] = {"kind": INFRA, "phase": judge._phase,
+                             "message": f"the judge failed: {type(exc).__name__}: {exc}",
+                             "traceback": _short_tb(exc, 12)}
+        code = 3
+    finally:
+        try:
+            judge.close()
+        except BaseException as exc:  # never lose the record for a cleanup fault
+            result = judge.result
+            result.setdefault("cleanup_error", f"{type(exc).__name__}: {exc}")
+    if "failure" in result:
+        result["failure"].setdefault("retryable", result["failure"]["kind"] == INFRA)
+        for side, runner in judge.runners.items():
+            result.setdefault("logs", {})[side] = str(runner.log_path)
+    judge.phase("done")
+    channel.send("result", result=result)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""The judge's handle on one runner process: start it confined, ask it things, stop it.
+
+Each runner runs in a session of its own, confined by a ``SandboxSpec`` it applies before it
+imports anything it was asked to run, with private caches (Triton, native builds, CUDA's JIT
+cache) and a private temporary folder in its scratch folder. The judge is a child subreaper, so
+processes a runner leaves behind (even ones that started their own session) come back to the judge
+and are killed with the runner.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aka_core.evaluation import protocol
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+
+
+class SideFailure(Exception):
+    """A runner failed a request; ``kind`` classifies it (see judge.FAILURE_KINDS)."""
+
+    def __init__(self, kind: str, message: str, **details: Any):
+        super().__init__(message)
+        self.kind = kind
+        self.details = details
+
+
+def become_subreaper() -> None:
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _die_with_parent(parent: int) -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root`` (by parent links in /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def reap() -> None:
+    """Collect exited children (the judge is a subreaper: orphans become its children)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+class RunnerProcess:
+    """One runner. ``request`` sends a command and returns the reply, or raises ``SideFailure``."""
+
+    def __init__(self, side: str, *, scratch: Path, env: Mapping[str, str], log_path: Path):
+        self.side = side
+        self.scratch = scratch
+        self.log_path = log_path
+        self.counter = 0
+        cmd_r, cmd_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        for sub in ("home", "tmp", "cache"):
+            (scratch / sub).mkdir(parents=True, exist_ok=True)
+        paths = [p for p in sys.path if p and os.path.isdir(p)]
+        full_env = {**env, "AKA_RUNNER_SYSPATH": json.dumps(paths)}
+        from aka_core.evaluation import runner as runner_module
+
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", runner_module.BOOT, str(cmd_r), str(rep_w)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=(cmd_r, rep_w), cwd=scratch, env=full_env, start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()),
+            )
+        os.close(cmd_r)
+        os.close(rep_w)
+        self.cmd_fd = cmd_w
+        self.replies = protocol.LineReader(rep_r)
+        self.stopped = False
+        self.dead = False
+
+    # ------------------------------------------------------------------ messages
+    def send(self, **message: Any) -> None:
+        try:
+            protocol.send(self.cmd_fd, message)
+        except (BrokenPipeError, OSError) as exc:
+            raise self._gone(f"the {self.side} runner is gone ({exc})") from None
+
+    def read(self, timeout: float, what: str) -> dict[str, Any]:
+        try:
+            return self.replies.read(timeout)
+        except protocol.RunnerGone as exc:
+            if exc.timed_out:
+                raise SideFailure("timeout", f"the {self.side} did not answer within {timeout:.0f} s "
+                                  f"({what})", side=self.side) from None
+            raise self._gone(f"the {self.side} runner exited during {what}") from None
+        except protocol.ProtocolError as exc:
+            raise SideFailure("protocol", f"the {self.side} runner broke the protocol: {exc}",
+                              side=self.side) from None
+
+    def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
+        self.send(op=op, **fields)
+        reply = self.read(timeout, op)
+        if reply.get("ok") is not True:
+            error = str(reply.get("error", "failed"))[:4000]
+            raise SideFailure("raised", error, side=self.side,
+                              traceback=str(reply.get("traceback", ""))[-3000:],
+                              build_error=bool(reply.get("build_error")),
+                              file=reply.get("file"), line=reply.get("line"))
+        return reply
+
+    def _gone(self, message: str) -> SideFailure:
+        code = self.proc.poll()
+        if code is None:
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+        self.dead = True
+        detail = message
+        if code is not None and code < 0:
+            try:
+                detail += f" (killed by {signal.Signals(-code).name})"
+            except ValueError:
+                detail += f" (signal {-code})"
+        elif code is not None:
+            detail += f" (exit status {code})"
+        return SideFailure("crashed", detail, side=self.side, exit_code=code,
+                           log_tail=tail(self.log_path))
+
+    # ------------------------------------------------------------------ process control
+    def stop(self) -> None:
+        """Freeze the runner's processes (its GPU work already queued is not stopped)."""
+        if not self.dead and not self.stopped:
+            self._signal_tree(signal.SIGSTOP)
+            self.stopped = True
+
+    def cont(self) -> None:
+        if self.stopped:
+            self._signal_tree(signal.SIGCONT)
+            self.stopped = False
+
+    def _signal_tree(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for pid in descendants(self.proc.pid):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def kill(self) -> None:
+        """Kill the runner and everything it started; wait until it is gone (its GPU context
+        with it)."""
+        if self.proc.poll() is None or not self.dead:
+            self._signal_tree(signal.SIGKILL)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.dead = True
+        for fd in (self.cmd_fd, self.replies.fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.cmd_fd = -1
+        reap()
+
+
+def kill_orphans(keep: set[int]) -> None:
+    """Kill processes reparented to this (subreaper) process that are not in ``keep``."""
+    for pid in descendants(os.getpid()):
+        if pid in keep or any(pid in descendants(k) for k in keep):
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    time.sleep(0.01)
+    reap()
+
+
+def tail(path: Path, limit: int = 3000) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - limit))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
