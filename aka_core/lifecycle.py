@@ -262,13 +262,13 @@ def compile_only_architecture(task: Task, device: str, host: PluginHost,
 
 
 def protected_paths(task: Task, *extra: Path | None) -> tuple[str, ...]:
-    """Folders no runner may read: the tasks folder (held-out cases, references), the
-    repository's tests (stored solutions) beside it, and ``extra`` (the run directory)."""
-    tasks_root = task.root.resolve().parents[1] if len(task.root.resolve().parents) > 1 else (
-        task.root.resolve())
-    found = [task.root.resolve(), tasks_root]
-    if (tasks_root.parent / "tests").is_dir():
-        found.append(tasks_root.parent / "tests")
+    """Folders no runner may read: the task's folder, and every ``tasks`` and ``tests`` folder
+    beside one of its ancestors (the corpus with its held-out cases and references, the stored
+    solutions), and ``extra`` (the run directory)."""
+    root = task.root.resolve()
+    found = [root]
+    for ancestor in root.parents:
+        found += [ancestor / name for name in ("tasks", "tests") if (ancestor / name).is_dir()]
     found += [p.resolve() for p in extra if p is not None]
     return tuple(sorted({str(p) for p in found}))
 

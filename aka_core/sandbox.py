@@ -66,6 +66,7 @@ READ_RIGHTS = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 WRITE_RIGHTS = (FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR | FS_MAKE_REG
                 | FS_MAKE_SOCK | FS_MAKE_FIFO | FS_MAKE_SYM)
 
+MAX_FILE_BYTES = 512 * 2**20
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
@@ -282,6 +283,13 @@ def apply(spec: SandboxSpec) -> dict[str, Any]:
     lib = _lib()
     # Not dumpable: other processes of this user cannot attach to it or read its memory.
     lib.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    import resource
+
+    # No core files, and no file (a log, a cache entry) larger than this: a flood kills the
+    # runner (SIGXFSZ) instead of filling the disk.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+    record["max_file_bytes"] = MAX_FILE_BYTES
     if not spec.allow_network:
         net = _new_network_namespace()
         if net:

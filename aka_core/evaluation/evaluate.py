@@ -48,7 +48,7 @@ WORKER_ENV_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 # Failure kinds of an evaluation record (``record["failure"]["kind"]``).
 CANDIDATE_FAILURES = frozenset({
     "compile", "compile_ok_runtime_error", "correctness", "precision", "policy", "timing_check",
-    "impossible_time", "interference", "protocol", "timeout", "crashed"})
+    "impossible_time", "interference", "protocol", "timeout", "crashed", "resources"})
 TIMING_FAILURES = frozenset({"timing_check", "impossible_time", "interference"})
 
 

@@ -134,6 +134,14 @@ class Judge:
         sides.become_subreaper()
         self.start_runners()
         self.load_task_side()
+        self.await_confinement()
+        if self.device == "cuda":
+            # The evaluation owns the GPU from before any side's code is imported: code run at
+            # import (or left running) could otherwise slow another evaluation's blocks.
+            self.phase("gpu_wait")
+            self._gpu_lock = acquire_gpu_lock()
+        for runner in self.runners.values():
+            runner.send(op="load")
         self.phase("compile")
         self.await_runners()
         if self.req.compile_only_architecture:
@@ -142,10 +150,6 @@ class Judge:
             return self.result
         self.check_rules_statically()
         self.prepare_both()
-        if self.device == "cuda":
-            # Checks and timing own the GPU: evaluations sharing it queue here.
-            self.phase("gpu_wait")
-            self._gpu_lock = acquire_gpu_lock()
         self.phase("correctness")
         self.check_correctness()
         if self.req.measure_performance and self.device == "cuda":
@@ -210,8 +214,8 @@ class Judge:
                         backend=backend_factory_path(req.backend), root=ref.root, ref=ref.ref,
                         package=package)
 
-    def await_runners(self) -> None:
-        deadline = time.monotonic() + self.req.timeouts.compile_seconds + STARTUP_SECONDS
+    def await_confinement(self) -> None:
+        deadline = time.monotonic() + STARTUP_SECONDS
         confined = True
         for side, runner in self.runners.items():
             reply = self._read(runner, deadline, "start-up")
@@ -226,6 +230,9 @@ class Judge:
             confined = confined and bool(self.confinement[side].get("confined"))
         self.result["confinement"] = {"policy": self.req.confinement, "confined": confined,
                                       **self.confinement}
+
+    def await_runners(self) -> None:
+        deadline = time.monotonic() + self.req.timeouts.compile_seconds
         for side, runner in self.runners.items():
             reply = self._read(runner, deadline, "loading its code")
             if reply.get("event") == "build_failed":
@@ -261,8 +268,23 @@ class Judge:
             if exc.kind == "crashed" and self._gpu_taken_by_others():
                 kind = INFRA
             return JudgeFailure(kind, f"candidate: {exc}", phase_of_failure=phase, **details)
+        blamed = self.memory_failure(exc)
+        if blamed is not None:
+            return blamed
         kind = "task_error" if exc.kind == "raised" and phase != "timing" else INFRA
         return JudgeFailure(kind, f"baseline: {exc}", phase_of_failure=phase, **details)
+
+    def memory_failure(self, exc: BaseException) -> JudgeFailure | None:
+        """An out-of-memory error while the candidate's process is alive on a GPU that had room
+        when the evaluation began: the candidate's doing (it holds the memory)."""
+        text = f"{type(exc).__name__}: {exc}"
+        if "out of memory" not in text.lower() or self.device != "cuda":
+            return None
+        candidate = self.runners.get("candidate")
+        if candidate is None or candidate.dead or self._gpu_taken_by_others():
+            return JudgeFailure(INFRA, f"the GPU ran out of memory: {text}")
+        return JudgeFailure("resources", f"the GPU ran out of memory while the candidate's process "
+                            f"held it (it had room when the evaluation began): {text}")
 
     def _gpu_taken_by_others(self) -> bool:
         return bool(self.result.get("device_memory", {}).get("shared"))
@@ -423,7 +445,7 @@ class Judge:
                                 "(unwritten outputs, a race or state kept between calls)")
                         raise JudgeFailure("correctness", f"output {what} on case {case.name}: "
                                            f"{cmp['reason']}", case=case.name)
-                    self.check_precision(out, ref, case.name, entry)
+                    self.check_precision(out, ref, base, case.name, entry)
                 ops_seen |= set(outs.get("ops", ()))
                 entry["baseline_rel_l2"] = base_vs_ref.get("rel_l2")
                 entry["passed"] = True
@@ -439,17 +461,21 @@ class Judge:
                                    "compute: write the computation in the task's kernels")
         self.result["correctness"]["passed"] = True
 
-    def check_precision(self, out: list[Any], ref: list[Any], case: str,
+    def check_precision(self, out: list[Any], ref: list[Any], base: list[Any], case: str,
                         entry: dict[str, Any]) -> None:
+        """The precision rule: no more disagreement with the float32 reference, once rounded to
+        the output dtype, than the task's float32 baseline has (on the same platform: Triton's CPU
+        interpreter truncates where GPUs round), plus ``max_rounding_mismatch``."""
         rules = self.req.rules
         if rules.compute_precision != "float32":
             return
         fraction = checking.rounding_mismatch(out, ref)
-        entry["rounding_mismatch"] = fraction
-        if fraction > rules.max_rounding_mismatch:
+        allowed = checking.rounding_mismatch(base, ref) + rules.max_rounding_mismatch
+        entry["rounding_mismatch"] = {"candidate": fraction, "allowed": allowed}
+        if fraction > allowed:
             raise JudgeFailure("precision", f"{fraction:.1%} of the output elements differ from the "
-                               "float32 reference rounded to the output dtype (at most "
-                               f"{rules.max_rounding_mismatch:.0%} allowed): the task requires "
+                               f"float32 reference rounded to the output dtype (the baseline's "
+                               f"float32 arithmetic allows {allowed:.1%}): the task requires "
                                f"float32 arithmetic (case {case})", case=case)
 
     def call_both(self, inputs: Mapping[str, Any], ref: list[Any], *, repeats: int,
@@ -787,10 +813,14 @@ def main(argv: list[str] | None = None) -> int:
                              **{k: v for k, v in exc.details.items() if k != "phase_of_failure"}}
     except BaseException as exc:
         result = judge.result
-        result["failure"] = {"kind": INFRA, "phase": judge._phase,
-                             "message": f"the judge failed: {type(exc).__name__}: {exc}",
-                             "traceback": _short_tb(exc, 12)}
-        code = 3
+        blamed = judge.memory_failure(exc)
+        if blamed is not None:
+            result["failure"] = {"kind": blamed.kind, "message": str(blamed), "phase": judge._phase}
+        else:
+            result["failure"] = {"kind": INFRA, "phase": judge._phase,
+                                 "message": f"the judge failed: {type(exc).__name__}: {exc}",
+                                 "traceback": _short_tb(exc, 12)}
+            code = 3
     finally:
         try:
             judge.close()

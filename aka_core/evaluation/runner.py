@@ -71,6 +71,10 @@ class Runner:
         self.backend = factory()
         import torch
 
+        # Nothing of the side runs, and the GPU is not touched, until the judge holds the GPU.
+        load = self.commands.read(timeout=24 * 3600)
+        if load.get("op") != "load":
+            return
         if self.device == "cuda":
             torch.cuda.init()
             self.stream = torch.cuda.Stream()

@@ -1,0 +1,146 @@
+"""The red-team harness: evaluates each exploit and checks the verdict it must get.
+
+An exploit is a folder under ``tests/redteam/exploits/<name>/`` holding candidate files (the task's
+editable files, and anything else the exploit needs) and ``exploit.yaml``::
+
+    task: triton2triton/gelu        # the task it attacks (under tasks/)
+    class: forged_result_channel    # the attack class (docs/security.md lists them)
+    what: one sentence on what it tries
+    devices: [cpu, cuda]            # where it is meaningful; CI runs the cpu ones
+    expect:
+      kinds: [correctness]          # evaluation failure kinds it may end with (any of them)
+      status: completed             # the task result's status (infra_error for host faults)
+
+Every exploit must end unpaid: not accepted, score 0. The harness also takes digests of the
+evaluator's code, the tasks, the stored solutions and the site-packages startup hooks before and
+after each exploit: any change is a persistent poisoning and fails the exploit's test, whatever its
+verdict. Used by tests/redteam/test_redteam.py (CPU, in CI) and bench/redteam_bench.py (the GPU).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import site
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPLOITS = Path(__file__).resolve().parent / "exploits"
+# Files an exploit may try to leave behind for later evaluations (checked to be absent).
+SENTINELS = ("/tmp/aka-redteam-sentinel", "/dev/shm/aka-redteam-sentinel",
+             "/var/tmp/aka-redteam-sentinel")
+
+
+@attrs.frozen(kw_only=True)
+class Exploit:
+    name: str
+    folder: Path
+    task: str
+    attack_class: str
+    what: str
+    devices: tuple[str, ...]
+    kinds: tuple[str, ...]
+    status: str = "completed"
+
+
+def load_exploits(device: str | None = None) -> list[Exploit]:
+    from aka_core.yamlio import load_yaml, to_builtin
+
+    found = []
+    for spec in sorted(EXPLOITS.glob("*/exploit.yaml")):
+        data = to_builtin(load_yaml(spec))
+        expect = data.get("expect", {})
+        exploit = Exploit(name=spec.parent.name, folder=spec.parent, task=data["task"],
+                          attack_class=data["class"], what=data["what"].strip(),
+                          devices=tuple(data.get("devices", ("cpu", "cuda"))),
+                          kinds=tuple(expect.get("kinds", ())),
+                          status=expect.get("status", "completed"))
+        if device is None or device in exploit.devices:
+            found.append(exploit)
+    return found
+
+
+def task_folder(task: str) -> Path:
+    """A task of the corpus (tasks/), or one of the red team's own (tests/redteam/tasks/): copies
+    of corpus tasks without rules, so that exploits reach the layers behind the static policy."""
+    corpus = ROOT / "tasks" / task
+    return corpus if corpus.is_dir() else EXPLOITS.parent / "tasks" / task
+
+
+def watched_files() -> Iterable[Path]:
+    """What a persistent poisoning would change."""
+    for folder in (ROOT / "aka_core", ROOT / "tasks", ROOT / "tests" / "solutions",
+                   *sorted((ROOT / "plugins").glob("aka-*/src"))):
+        yield from (p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for packages in {*site.getsitepackages(), site.getusersitepackages()}:
+        folder = Path(packages)
+        if folder.is_dir():
+            yield from folder.glob("*.pth")
+            yield from folder.glob("*customize.py")
+
+
+def digest_tree() -> dict[str, str]:
+    digests = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in watched_files()}
+    for sentinel in SENTINELS:
+        if Path(sentinel).exists():
+            digests[sentinel] = "present"
+    return digests
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def evaluate_exploit(exploit: Exploit, device: str = "auto") -> dict[str, Any]:
+    """Evaluate one exploit; returns its verdict, the expectation check and the digest check."""
+    from aka_core import api
+    from aka_core.convert import unstructure
+
+    before = digest_tree()
+    started = time.monotonic()
+    result = api.evaluate_candidate(task_folder(exploit.task), exploit.folder, device=device)
+    after = digest_tree()
+    record = unstructure(result)
+    failure = (record.get("evaluation") or {}).get("failure") or {}
+    kind = failure.get("kind")
+    verdict = {
+        "exploit": exploit.name, "class": exploit.attack_class, "task": exploit.task,
+        "status": record["status"], "accepted": record["candidate_accepted"],
+        "score": record["score"], "kind": kind, "message": (failure.get("message") or "")[:300],
+        "reason": (record.get("acceptance") or {}).get("reason", "")[:300],
+        "speedup": record.get("speedup_ratio"), "seconds": round(time.monotonic() - started, 2),
+        "persistent_changes": changed(before, after),
+    }
+    problems = []
+    if verdict["accepted"] or verdict["score"] != 0:
+        problems.append(f"paid: accepted={verdict['accepted']} score={verdict['score']}")
+    if verdict["persistent_changes"]:
+        problems.append(f"changed files: {verdict['persistent_changes'][:5]}")
+    if exploit.status != verdict["status"]:
+        problems.append(f"status {verdict['status']}, expected {exploit.status}")
+    if exploit.kinds and kind not in exploit.kinds:
+        problems.append(f"failure kind {kind!r}, expected one of {list(exploit.kinds)}")
+    verdict["problems"] = problems
+    verdict["verdict"] = "caught" if not problems else "FAILED: " + "; ".join(problems)
+    return verdict
+
+
+def main(argv: list[str] | None = None) -> int:
+    import json
+
+    args = sys.argv[1:] if argv is None else argv
+    names = set(args)
+    for exploit in load_exploits():
+        if names and exploit.name not in names:
+            continue
+        print(json.dumps(evaluate_exploit(exploit), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
