@@ -123,7 +123,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         task = load_task(root.joinpath(*task_id.split("/")), task_id, host)
         reason = gpus.skip_reason(task, target) if target else None
         rows.append({"task": task_id, "family": task.family, "backend": task.backend,
-                     "cases": len(task.cases), "held_out": len(task.held_out_cases),
+                     "cases": len(task.cases), "held_out": len(task.held_out_cases) + (
+                         task.held_out_draws.count if task.held_out_draws else 0),
                      "runs": reason is None, "skip_reason": reason})
     if args.json:
         _print_json({"target": target, "tasks": rows})

@@ -60,7 +60,7 @@ def validate_task(task_dir: Path, task_id: str, host: PluginHost, *, run: bool,
 
 def _contract_warnings(task: Task) -> list[dict[str, Any]]:
     out = []
-    if not task.held_out_cases:
+    if not task.held_out_cases and task.held_out_draws is None:
         out.append({"name": "held_out_cases", "status": "WARN",
                     "detail": "no held-out cases: hard-coded shapes would go unnoticed"})
     if task.smoke_case is None:

@@ -10,6 +10,9 @@ Sections (each row measured in this one run, side by side):
             the baseline against itself 3 times and the stored solution once
   compile   tasks this host cannot run (HIP, FlyDSL without an AMD GPU): the stored solution
             evaluated compile-only for the task's architecture; the row says nothing ran
+  redteam   every exploit of tests/redteam (tests/redteam/harness.py): its verdict, failure kind
+            and score, and whether it changed any file; then a stored solution, which must
+            still be accepted (no exploit may change a later evaluation)
 
 Usage:  python bench/gpu_bench.py --out DIR [--sections validate,replay,double,latency,aa]
                                   [--aa-repeats 10] [--tasks id ...] [--backends cuda,triton]
@@ -133,7 +136,7 @@ def run_item(section: str, task_id: str, tmp: Path) -> Any:
         return cli_latency(task_id)
     if section == "aa":
         cand = same_as_baseline(task, tmp / "aa" / task_id)
-        return perf_summary(evaluate(task_id, cand))
+        return perf_summary(evaluate(task_id, cand, without_rules(task, tmp / "aa-task" / task_id)))
     if section == "compile":
         return compile_only_row(task_id)
     if section == "graph":
@@ -142,6 +145,44 @@ def run_item(section: str, task_id: str, tmp: Path) -> Any:
                                     small)) for i in range(3)]
         return {"aa": aa, "replay": perf_summary(evaluate(task_id, SOLUTIONS / task_id, small))}
     raise ValueError(section)
+
+
+def redteam_harness() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("aka_redteam_harness",
+                                                  ROOT / "tests" / "redteam" / "harness.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_redteam(args: argparse.Namespace, data: dict[str, Any], save: Any) -> None:
+    """Every exploit, one after another (each must leave nothing behind for the next), then the
+    stored solutions of the exploited tasks, which must still be accepted."""
+    harness = redteam_harness()
+    deadline = time.monotonic() + args.deadline_s
+    rows = data.setdefault("redteam", {})
+    names = set(args.exploits or [])
+    for exploit in harness.load_exploits("cuda"):
+        if names and exploit.name not in names:
+            continue
+        if time.monotonic() > deadline:
+            data.setdefault("incomplete", []).append(f"redteam {exploit.name}: deadline")
+            continue
+        try:
+            rows[exploit.name] = harness.evaluate_exploit(exploit, device="cuda")
+        except Exception as exc:
+            rows[exploit.name] = {"exploit": exploit.name, "class": exploit.attack_class,
+                                  "verdict": f"FAILED: harness error {type(exc).__name__}: {exc}"}
+        save()
+        print(f"[redteam] {exploit.name}: {rows[exploit.name].get('verdict')}", file=sys.stderr,
+              flush=True)
+    after = data.setdefault("after_redteam", {})
+    for task_id in ("triton2triton/gelu", "torch2cuda/silu_and_mul"):
+        after[task_id] = perf_summary(evaluate(task_id, SOLUTIONS / task_id))
+        save()
 
 
 def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> None:
@@ -176,12 +217,31 @@ def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> N
         print(f"[{section}] {task_id} #{rep} done", file=sys.stderr, flush=True)
 
     for section in args.sections:
+        if section == "redteam":
+            run_redteam(args, data, save)
+            continue
         repeats = args.aa_repeats if section == "aa" else 1
         section_ids = ids[: args.latency_tasks] if section == "latency" else ids
+        if section in ("aa", "double") and args.aa_tasks:
+            section_ids = [t for t in ids if t in args.aa_tasks]
         items = [(section, t, r) for r in range(repeats) for t in section_ids]
         jobs = 1 if section == "latency" else args.jobs
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             list(pool.map(lambda item: one(*item), items))
+
+
+def without_rules(task: Any, dest: Path) -> Path:
+    """A copy of the task without its rules: the A/A candidate re-exports a PyTorch baseline,
+    which a task forbidding PyTorch compute would reject."""
+    import shutil
+
+    from aka_core.yamlio import dump_yaml, load_plain_yaml
+
+    shutil.copytree(task.root, dest, dirs_exist_ok=True)
+    doc = load_plain_yaml(dest / "task.yaml")
+    doc.pop("rules", None)
+    (dest / "task.yaml").write_text(dump_yaml(doc))
+    return dest
 
 
 def smoke_shaped_task(task: Any, dest: Path) -> Path:
@@ -195,6 +255,7 @@ def smoke_shaped_task(task: Any, dest: Path) -> Path:
     smoke = doc["smoke_case"]
     doc["cases"] = [{"name": f"smoke_{smoke['name']}", "params": smoke["params"]}]
     doc.pop("held_out_cases", None)
+    doc.pop("held_out_draws", None)
     (dest / "task.yaml").write_text(dump_yaml(doc))
     return dest
 
@@ -333,6 +394,22 @@ def table(data: dict[str, Any]) -> str:
                 f"REJECTED: {str(rp.get('reason'))[:60]}")
             lines.append(f"| {task_id} | {methods} | "
                          f"{statistics.median(base) if base else float('nan'):.4f} | {aa} | {rp_txt} |")
+    redteam = data.get("redteam", {})
+    if redteam:
+        paid = [r for r in redteam.values() if r.get("accepted") or (r.get("score") or 0) > 0]
+        lines += ["", f"Red team: {len(redteam)} exploits on the GPU, {len(paid)} paid, "
+                  f"{sum(1 for r in redteam.values() if r.get('verdict') == 'caught')} caught "
+                  "with the expected verdict", "",
+                  "| exploit | class | status | failure kind | score | files changed | verdict |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, r in sorted(redteam.items()):
+            lines.append(f"| {name} | {r.get('class')} | {r.get('status')} | {r.get('kind')} | "
+                         f"{r.get('score')} | {len(r.get('persistent_changes') or [])} | "
+                         f"{str(r.get('verdict'))[:120]} |")
+        for task_id, row in sorted(data.get("after_redteam", {}).items()):
+            lines.append(f"\nAfter the red team, {task_id}'s stored solution: "
+                         f"{'accepted' if row.get('accepted') else 'REJECTED'}, speedup "
+                         f"{fmt_ci(row.get('speedup'), row.get('ci95'))}")
     if data.get("incomplete"):
         lines += ["", "INCOMPLETE: " + "; ".join(data["incomplete"])]
     return "\n".join(lines) + "\n"
@@ -351,6 +428,8 @@ def main() -> int:
     parser.add_argument("--merge", help="an earlier bench.json to extend")
     parser.add_argument("--latency-tasks", type=int, default=12,
                         help="how many tasks the latency section measures")
+    parser.add_argument("--exploits", nargs="*", help="only these exploits (redteam section)")
+    parser.add_argument("--aa-tasks", nargs="*", help="only these tasks in the aa and double sections")
     parser.add_argument("--jobs", type=int, default=2,
                         help="evaluations in flight (GPU work is serialised by the GPU lock)")
     args = parser.parse_args()

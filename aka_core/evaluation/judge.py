@@ -837,4 +837,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run main() from the module imported under its own name: code that imports
+    # aka_core.evaluation.judge (timing) must raise the same JudgeFailure class main() catches.
+    from aka_core.evaluation.judge import main as _main
+
+    sys.exit(_main())

@@ -262,6 +262,8 @@ class CaseTimer:
             e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             copies: dict[int, list[Any]] = {}
             started = time.monotonic()
+            # The stage was written on the default stream: the block's copy must follow it.
+            self.stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.stream):
                 self.flush()
                 e0.record(self.stream)

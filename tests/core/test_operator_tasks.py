@@ -106,6 +106,82 @@ def test_duplicate_case_names_across_sections(make_task, task_yaml: str) -> None
         "cases[0].name" in message
 
 
+DRAWS = "held_out_draws:\n  count: 2\n  params:\n    N: {range: [17, 4000]}\n"
+
+
+def with_draws(task_yaml: str, draws: str = DRAWS) -> str:
+    """``task_yaml`` with its held-out case replaced by ``draws`` (whose params start on line 13)."""
+    held_out = "held_out_cases:\n  - {name: odd, params: {N: 17}}\n"
+    assert held_out in task_yaml
+    return task_yaml.replace(held_out, draws)
+
+
+def test_cost_draws_and_rules_load(make_task, task_yaml: str) -> None:
+    yaml = with_draws(task_yaml, DRAWS.replace("4000]}", "4000], multiple_of: 128}")) + \
+        'cost: {bytes: "8 * N", flops: "max(N, 1) * ceil(N / 2)"}\n' + \
+        "rules: {torch_compute: forbidden, compute_precision: float32}\n"
+    task = OperatorTaskFormat().load(make_task(yaml=yaml), "triton2triton/scale")
+    assert task.cost is not None and task.cost.bytes == "8 * N"
+    assert task.held_out_draws is not None
+    assert task.held_out_draws.params == {"N": {"range": [17, 4000], "multiple_of": 128}}
+    assert (task.rules.torch_compute, task.rules.compute_precision) == ("forbidden", "float32")
+
+
+def test_cost_expression_that_does_not_parse(make_task, task_yaml: str) -> None:
+    folder = make_task(yaml=task_yaml + 'cost: {bytes: "8 * N if N else 0", flops: "N"}\n')
+    message = load_error(folder)
+    assert "task.yaml:17: cost.bytes: '8 * N if N else 0' is not a cost expression: IfExp is not " \
+        "allowed" in message
+    assert "cost.flops" not in message
+
+
+def test_cost_expression_must_evaluate_for_every_case(make_task, task_yaml: str) -> None:
+    folder = make_task(yaml=task_yaml + 'cost: {bytes: "2 * N", flops: "2 * N * K"}\n')
+    message = load_error(folder)
+    assert "task.yaml:17: cost.flops: cannot be evaluated for case 'small' (and 2 more): unknown " \
+        "name 'K' (the case's params are N)" in message
+    assert "cost.bytes" not in message
+
+
+def test_cost_expression_failing_for_one_case_names_it(make_task, task_yaml: str) -> None:
+    folder = make_task(yaml=task_yaml + 'cost: {bytes: "N * 64 // (N - 4)"}\n')
+    assert "cost.bytes: cannot be evaluated for smoke case 'tiny': integer division or modulo by " \
+        "zero" in load_error(folder)
+
+
+def test_cost_expression_must_evaluate_for_the_held_out_draws(make_task, task_yaml: str) -> None:
+    draws = DRAWS.replace("[17, 4000]", "[1, 4000]") + "    dtype: {choice: [float32, float9]}\n"
+    yaml = with_draws(task_yaml.replace("{N: 16}", "{N: 16, dtype: float32}")
+                      .replace("{N: 4}", "{N: 4, dtype: float32}"), draws)
+    folder = make_task(yaml=yaml + 'cost: {bytes: "N * bytes_of(dtype)", flops: "N // (N - 1)"}\n')
+    message = load_error(folder)
+    assert "cost.flops: cannot be evaluated for held-out draw N=1, dtype=float32 (and 1 more): " \
+        "integer division or modulo by zero" in message
+    assert "cost.bytes: cannot be evaluated for held-out draw N=1, dtype=float9 (and 1 more): " \
+        "bytes_of: unknown dtype 'float9'" in message
+
+
+def test_held_out_draw_range_must_not_be_empty(make_task, task_yaml: str) -> None:
+    folder = make_task(yaml=with_draws(task_yaml, DRAWS.replace("[17, 4000]", "[4000, 17]")))
+    assert "task.yaml:13: held_out_draws.params.N: range [4000, 17] is empty: its low end is above " \
+        "its high end" in load_error(folder)
+
+
+def test_held_out_draw_range_must_hold_a_multiple(make_task, task_yaml: str) -> None:
+    draws = DRAWS.replace("[17, 4000]}", "[129, 255], multiple_of: 128}")
+    message = load_error(make_task(yaml=with_draws(task_yaml, draws)))
+    assert "task.yaml:13: held_out_draws.params.N: no multiple of 128 lies in the range [129, 255]" \
+        in message
+    assert "widen the range or change multiple_of" in message
+
+
+def test_held_out_draws_set_the_params_of_the_cases(make_task, task_yaml: str) -> None:
+    draws = DRAWS.replace("    N: {range: [17, 4000]}\n", "    M: {range: [17, 4000]}\n    eps: 1.0e-6\n")
+    message = load_error(make_task(yaml=with_draws(task_yaml, draws)))
+    assert "task.yaml:12: held_out_draws.params: draws no N, which the cases set" in message
+    assert "task.yaml:12: held_out_draws.params: draws M, eps, which no case sets" in message
+
+
 def test_several_problems_are_reported_together(make_task) -> None:
     folder = make_task(files={"inputs.py": "x = 1\n"})
     (folder / "reference.py").unlink()

@@ -74,8 +74,14 @@ def task_folder(task: str) -> Path:
 
 def watched_files() -> Iterable[Path]:
     """What a persistent poisoning would change."""
-    for folder in (ROOT / "aka_core", ROOT / "tasks", ROOT / "tests" / "solutions",
-                   *sorted((ROOT / "plugins").glob("aka-*/src"))):
+    import importlib.util
+
+    installed = [Path(spec.origin).parent for name in ("aka_core", "aka_backend_triton",
+                                                        "aka_backend_cuda", "aka_scorer_speedup")
+                 if (spec := importlib.util.find_spec(name)) is not None and spec.origin]
+    folders = {ROOT / "aka_core", ROOT / "tasks", ROOT / "tests" / "solutions",
+               *sorted((ROOT / "plugins").glob("aka-*/src")), *installed}
+    for folder in sorted(folders):
         yield from (p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for packages in {*site.getsitepackages(), site.getusersitepackages()}:
         folder = Path(packages)
