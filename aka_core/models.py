@@ -154,9 +154,10 @@ class TaskRules:
     """``forbidden``: the candidate may use PyTorch only to allocate, reshape and describe
     tensors; the computation must be the task's kernels (checked statically and at run time)."""
     compute_precision: str | None = None
-    """``float32``: outputs must equal a float32 computation (the reference) rounded to the output
-    dtype, up to ``max_rounding_mismatch`` of the elements; lower-precision arithmetic fails."""
-    max_rounding_mismatch: float = 0.1
+    """``float32``: outputs may disagree with the float32 reference, once rounded to the output
+    dtype, on no more elements than the task's baseline does plus ``max_rounding_mismatch``
+    (float32 formulas of GELU differ by under 2% of bf16 elements; float16 arithmetic by 13-22%)."""
+    max_rounding_mismatch: float = 0.05
 
 
 @attrs.frozen(kw_only=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import shutil
@@ -44,7 +45,6 @@ SANDBOX_PROTECTED_ALWAYS = ("/tmp", "/var/tmp", "/dev/shm", "/root", "/home")
 ALIGN = 256
 CTRL_BYTES = 256
 STARTUP_SECONDS = 300.0
-CALL_SECONDS_MIN = 60.0
 POISON_FACTOR = 2
 
 
@@ -113,6 +113,7 @@ class Judge:
         self.result: dict[str, Any] = {"phases": {}}
         self._phase: str | None = None
         self._phase_start = time.monotonic()
+        self.limit = STARTUP_SECONDS
         self.runners: dict[str, RunnerProcess] = {}
         self.io: dict[str, Any] = {}
         self.scratch = Path.cwd()
@@ -125,7 +126,20 @@ class Judge:
         if self._phase is not None:
             self.result["phases"][self._phase] = round(now - self._phase_start, 4)
         self._phase, self._phase_start = name, now
+        limits = self.req.timeouts
+        self.limit = {"compile": limits.compile_seconds, "correctness": limits.correctness_seconds,
+                      "timing": limits.timing_seconds}.get(name, STARTUP_SECONDS)
         self.channel.send("phase", phase=name)
+
+    def remaining(self) -> float:
+        """Seconds left in the current phase's limit (the task's ``timeouts``)."""
+        return self._phase_start + self.limit - time.monotonic()
+
+    def _timed_out(self, side: str, exc: SideFailure) -> SideFailure:
+        if exc.kind == "timeout":
+            return SideFailure("timeout", f"the {self._phase} phase ran past its limit of "
+                               f"{self.limit:.0f} s: the {side} did not answer", **exc.details)
+        return exc
 
     def run(self) -> dict[str, Any]:
         from aka_core.evaluation import sides
@@ -245,7 +259,8 @@ class Judge:
         try:
             return runner.read(max(1.0, deadline - time.monotonic()), what)
         except SideFailure as exc:
-            raise self.side_failure(runner.side, exc, "compile") from None
+            raise self.side_failure(runner.side, self._timed_out(runner.side, exc),
+                                    "compile") from None
 
     def _build_failed(self, side: str, reply: Mapping[str, Any]) -> None:
         message = str(reply.get("message", ""))[:6000]
@@ -267,7 +282,8 @@ class Judge:
                 kind = "compile"
             if exc.kind == "crashed" and self._gpu_taken_by_others():
                 kind = INFRA
-            return JudgeFailure(kind, f"candidate: {exc}", phase_of_failure=phase, **details)
+            text = f"candidate raised {exc}" if exc.kind == "raised" else f"candidate: {exc}"
+            return JudgeFailure(kind, text, phase_of_failure=phase, **details)
         blamed = self.memory_failure(exc)
         if blamed is not None:
             return blamed
@@ -373,12 +389,11 @@ class Judge:
     def _request(self, side: str, op: str, phase: str, timeout: float | None = None,
                  **fields: Any) -> dict[str, Any]:
         runner = self.runners[side]
-        limit = timeout or {"compile": self.req.timeouts.compile_seconds,
-                            "correctness": max(CALL_SECONDS_MIN, self.req.timeouts.correctness_seconds),
-                            "timing": max(CALL_SECONDS_MIN, self.req.timeouts.timing_seconds)}[phase]
+        limit = max(0.5, min(timeout or math.inf, self.remaining()))
         try:
             return runner.request(op, limit, **fields)
         except SideFailure as exc:
+            exc = self._timed_out(side, exc)
             if phase == "compile" and exc.kind == "raised" and not exc.details.get("build_error"):
                 if side == "candidate":
                     raise JudgeFailure("compile_ok_runtime_error", f"candidate raised: {exc}",
@@ -490,9 +505,13 @@ class Judge:
                 self.runners[side].send(op="call", poison_bytes=expected_bytes * POISON_FACTOR,
                                         profile=profile and side == "candidate", **fields)
             for side in called:
-                reply = self._reply(side, "correctness")
+                try:
+                    reply = self._reply(side, "correctness")
+                except JudgeFailure as exc:
+                    raise JudgeFailure(exc.kind, f"{exc} (case {case_name})", case=case_name,
+                                       **exc.details) from None
                 outs = self.io[side].outputs(reply, ref)
-                changed = self.io[side].changed_inputs(inputs)
+                changed = self.io[side].changed_inputs(inputs, reply)
                 if changed:
                     raise self._input_changed(side, changed, case_name)
                 results[side].append(outs)
@@ -509,11 +528,10 @@ class Judge:
 
     def _reply(self, side: str, phase: str) -> dict[str, Any]:
         runner = self.runners[side]
-        limit = max(CALL_SECONDS_MIN, self.req.timeouts.correctness_seconds)
         try:
-            reply = runner.read(limit, "a call")
+            reply = runner.read(max(0.5, self.remaining()), "a call")
         except SideFailure as exc:
-            raise self.side_failure(side, exc, phase) from None
+            raise self.side_failure(side, self._timed_out(side, exc), phase) from None
         if reply.get("ok") is not True:
             exc = SideFailure("raised", str(reply.get("error", "failed"))[:4000], side=side,
                               traceback=str(reply.get("traceback", ""))[-3000:])
@@ -555,13 +573,10 @@ class SideIO:
         if signature != self.signature:
             self.close()
             layout, size = slot_layout(inputs, CTRL_BYTES)
-            from aka_core.evaluation import cuda_ipc
-
-            self.arena = cuda_ipc.Arena(size)
-            self.arena.bytes.zero_()
+            reply = self.judge._request(self.side, "setup", "correctness", nbytes=size,
+                                        slots=[layout])
+            self.arena = map_runner_arena(self.side, reply, size)
             self.views = arena_views(self.arena, layout)
-            self.judge._request(self.side, "setup", "correctness", arena=_b64(self.arena.handle),
-                                slots=[layout])
             self.signature, self.layout = signature, layout
         for name, view in self.views.items():
             view.copy_(inputs[name])
@@ -583,9 +598,18 @@ class SideIO:
         except protocol.ProtocolError as exc:
             raise self._violation(str(exc)) from None
 
-    def changed_inputs(self, inputs: Mapping[str, Any]) -> list[str]:
+    def changed_inputs(self, inputs: Mapping[str, Any], reply: Mapping[str, Any]) -> list[str]:
         if self.judge.device != "cuda":
-            return []
+            # On a CPU the runner has its own copy: it reports it after the call. Only an honest
+            # mistake is caught this way (a CPU evaluation is never timed or paid).
+            after = reply.get("inputs_after")
+            if not isinstance(after, dict):
+                return []
+            try:
+                return [name for name, item in after.items() if name in inputs
+                        and not checking.same_bytes(protocol.decode_cpu(item), inputs[name])]
+            except protocol.ProtocolError:
+                return list(after)
         return [name for name, view in self.views.items()
                 if not checking.same_bytes(view, inputs[name])]
 
@@ -648,6 +672,25 @@ class OutputReader:
 
 
 # --------------------------------------------------------------------------- arena layout
+
+
+def map_runner_arena(side: str, reply: Mapping[str, Any], size: int) -> Any:
+    """Map the input arena a runner allocated; it must be a real allocation of ``size`` bytes."""
+    import base64
+
+    from aka_core.evaluation import cuda_ipc
+
+    kind = "protocol" if side == "candidate" else INFRA
+    try:
+        handle = base64.b64decode(str(reply.get("arena", "")), validate=True)
+        mapping = cuda_ipc.Mapping(handle)
+    except (ValueError, cuda_ipc.CudaError) as exc:
+        raise JudgeFailure(kind, f"{side}: its input arena cannot be mapped: {exc}") from None
+    if mapping.nbytes < size:
+        mapping.close()
+        raise JudgeFailure(kind, f"{side}: its input arena has {mapping.nbytes} bytes, "
+                           f"{size} were asked for")
+    return mapping
 
 
 def input_signature(inputs: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -755,12 +798,6 @@ def _missing_tool(message: str) -> bool:
     return any(s in text for s in ("not found on path", "no such file or directory: 'nvcc",
                                    "nvcc was not found", "cannot find nvcc", "hipcc was not found",
                                    "is not installed"))
-
-
-def _b64(data: bytes) -> str:
-    import base64
-
-    return base64.b64encode(data).decode("ascii")
 
 
 def _asdict(obj: Any) -> dict[str, Any]:

@@ -8,10 +8,13 @@ beyond what it can verify (tensors it reads itself, checked against the referenc
 holds no secret and decides nothing: it maps the input slots the judge gives it, calls the side's
 function, and exports where the outputs are.
 
-Timed blocks: on ``arm``, the runner enqueues on its stream a wait for the judge's "go" word in the
-arena, then ``count`` calls (or one replay of a captured CUDA graph of them), then a write of the
-"done" word, and answers at once. The judge, whose clock this is, starts its timing event, copies
-the block's fresh inputs into the arena, writes "go", waits for "done" and stops its event.
+Input slots live in an arena this runner allocates and exports (the side's kernels then read their
+own memory: read through an IPC mapping, a gather ran 11x slower on an H200); the judge maps it and
+writes each block's inputs into it. Timed blocks: on ``arm``, the runner enqueues on its stream a
+wait for the judge's "go" word in the arena, then ``count`` calls (or one replay of a captured CUDA
+graph of them), then a write of the "done" word, and answers at once. The judge, whose clock this
+is, starts its timing event, copies the block's fresh inputs into the arena, writes "go", waits for
+"done" and stops its event.
 """
 
 from __future__ import annotations
@@ -176,7 +179,11 @@ class Runner:
             out = self._call(inputs)
         self._sync()
         self.kept = [[out]]
-        self.reply(ok=True, outputs=self._outputs(out),
+        after = None
+        if self.device == "cpu":
+            after = {name: protocol.encode_cpu(value) for name, value in inputs.items()
+                     if isinstance(value, torch.Tensor)}
+        self.reply(ok=True, outputs=self._outputs(out), inputs_after=after,
                    ops=sorted(ops) if ops is not None else None)
 
     def _call(self, inputs: Mapping[str, Any]) -> Any:
@@ -189,13 +196,15 @@ class Runner:
         return self.fn(**inputs)
 
     def op_setup(self, command: Mapping[str, Any]) -> None:
-        """Map the judge's arena and make the input views of each slot."""
+        """Allocate this runner's input arena (its own memory, so the side's kernels read local
+        pages at full speed), export it to the judge, and make the input views of each slot."""
         import torch
 
         from aka_core.evaluation import cuda_ipc
 
         self.op_release({})
-        self.arena = cuda_ipc.Mapping(base64.b64decode(command["arena"]))
+        self.arena = cuda_ipc.Arena(int(command["nbytes"]))
+        self.arena.bytes[:256].zero_()
         self.slots = []
         for slot in command["slots"]:
             views: dict[str, Any] = {}
@@ -212,7 +221,7 @@ class Runner:
         with torch.cuda.stream(self.stream):
             self.arena.bytes[8:16].add_(0)
         torch.cuda.synchronize()
-        self.reply(ok=True)
+        self.reply(ok=True, arena=base64.b64encode(self.arena.handle).decode("ascii"))
 
     def op_capture(self, command: Mapping[str, Any]) -> None:
         """Capture one CUDA graph of a call on each of the first ``count`` slots."""

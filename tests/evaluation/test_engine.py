@@ -1,8 +1,10 @@
-"""The measurement engine on the CPU: real worker processes judging real (mis)behaving candidates.
+"""The measurement engine on the CPU: a real judge and real runners judging (mis)behaving candidates.
 
 Each test writes a candidate ``kernel.py`` for the ``make_task`` test task (``x + alpha * y``,
-python backend) and evaluates it with ``runner.evaluate``, as the lifecycle does. No GPU is used:
-performance is never measured here, only build, correctness and the worker's isolation.
+python backend) and evaluates it with ``evaluate.evaluate``, as the lifecycle does. No GPU is used:
+performance is never measured here, only build, correctness and isolation. Tests that need to see
+what the candidate saw (its inputs, its environment, its children) switch confinement off, since a
+confined candidate cannot write to the test's folder.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from aka_core.evaluation import runner
+from aka_core.evaluation import evaluate
 from aka_core.evaluation.request import EvaluationRequest, SideRef
 from aka_core.models import Case, Timeouts, Tolerance
 
@@ -38,7 +40,7 @@ EvaluateSource = Callable[..., dict[str, Any]]
 
 
 def make_request(task_dir: Path, candidate_dir: Path, *, seeds: int,
-                 timeouts: Timeouts | None) -> EvaluationRequest:
+                 timeouts: Timeouts | None, confinement: str = "required") -> EvaluationRequest:
     """The ``make_task`` task's reference, inputs and baseline; one small case."""
     root = str(task_dir)
     return EvaluationRequest(
@@ -52,6 +54,7 @@ def make_request(task_dir: Path, candidate_dir: Path, *, seeds: int,
         device="cpu", seeds_per_case=seeds,
         timeouts=timeouts or Timeouts(compile_seconds=60, correctness_seconds=60,
                                       timing_seconds=60),
+        confinement=confinement, protected=(str(task_dir),),  # type: ignore[arg-type]
     )
 
 
@@ -61,15 +64,17 @@ def evaluate_source(make_task: Callable[..., Path], tmp_path: Path) -> EvaluateS
     task_dir = make_task()
     count = 0
 
-    def run(source: str, *, seeds: int = 2, timeouts: Timeouts | None = None) -> dict[str, Any]:
+    def run(source: str, *, seeds: int = 2, timeouts: Timeouts | None = None,
+            confinement: str = "required") -> dict[str, Any]:
         nonlocal count
         count += 1
         candidate = tmp_path / f"candidate{count}"
         candidate.mkdir()
         (candidate / "kernel.py").write_text(textwrap.dedent(source), encoding="utf-8")
-        request = make_request(task_dir, candidate, seeds=seeds, timeouts=timeouts)
-        record = runner.evaluate(request, log_path=tmp_path / f"candidate{count}.log")
-        record["gates"] = runner.outcome(record)
+        request = make_request(task_dir, candidate, seeds=seeds, timeouts=timeouts,
+                               confinement=confinement)
+        record = evaluate.evaluate(request, log_path=tmp_path / f"candidate{count}.log")
+        record["gates"] = evaluate.outcome(record)
         return record
 
     return run
@@ -188,9 +193,9 @@ def test_inputs_differ_between_seeds_and_between_evaluations(
                 f.write(json.dumps([float(x.sum()), float(y.sum())]) + "\\n")
             return x + alpha * y
         """
-    first = evaluate_source(source, seeds=3)
+    first = evaluate_source(source, seeds=3, confinement="off")
     n_first = len(seen.read_text().splitlines())
-    second = evaluate_source(source, seeds=3)
+    second = evaluate_source(source, seeds=3, confinement="off")
 
     assert gates(first) == gates(second) == (True, True)
     calls = [tuple(json.loads(line)) for line in seen.read_text().splitlines()]
@@ -203,7 +208,7 @@ def test_inputs_differ_between_seeds_and_between_evaluations(
 # --------------------------------------------------------------------------- isolation
 
 
-def test_candidate_that_aborts_crashes_its_worker_only(evaluate_source: EvaluateSource) -> None:
+def test_candidate_that_aborts_crashes_its_runner_only(evaluate_source: EvaluateSource) -> None:
     record = evaluate_source("import os\n\n\ndef scale_add(x, y, alpha):\n    os.abort()\n")
 
     failure = record["failure"]
@@ -227,9 +232,10 @@ def test_hanging_candidate_is_killed_at_the_phase_timeout_with_its_children(
         def scale_add(x, y, alpha):
             child = subprocess.Popen(["sleep", "600"])
             with open({str(pids)!r}, "w") as f:
-                json.dump({{"worker": os.getpid(), "child": child.pid}}, f)
+                json.dump({{"runner": os.getpid(), "child": child.pid}}, f)
             time.sleep(600)
-        """, timeouts=Timeouts(compile_seconds=60, correctness_seconds=3, timing_seconds=60))
+        """, timeouts=Timeouts(compile_seconds=60, correctness_seconds=3, timing_seconds=60),
+        confinement="off")
     elapsed = time.monotonic() - started
 
     failure = record["failure"]
@@ -239,8 +245,8 @@ def test_hanging_candidate_is_killed_at_the_phase_timeout_with_its_children(
     assert elapsed < 60, "the parent must not wait for the candidate"
     spawned = json.loads(pids.read_text())
     try:
-        assert process_gone(spawned["worker"]), "the worker survived its timeout"
-        assert process_gone(spawned["child"]), "a child of the worker survived the timeout"
+        assert process_gone(spawned["runner"]), "the runner survived its timeout"
+        assert process_gone(spawned["child"]), "a child of the runner survived the timeout"
     finally:  # never leave the test's own sleepers behind, even when the engine failed
         for pid in spawned.values():
             if not process_gone(pid, within=0):
@@ -272,15 +278,16 @@ def test_junk_on_stdout_and_stderr_does_not_break_the_protocol(
     assert "failure" not in record, record.get("failure")
     assert gates(record) == (True, True)
     assert len(record["correctness"]["checks"]) == 2
-    log = Path(record["worker_log"]).read_bytes()
-    assert b"binary junk" in log, "the candidate's output belongs in the worker log"
+    log = Path(record["logs"]["candidate"]).read_bytes() if "logs" in record else Path(
+        record["worker_log"]).with_suffix(".candidate.log").read_bytes()
+    assert b"binary junk" in log, "the candidate's output belongs in its runner's log"
 
 
-def test_secret_seed_and_credentials_are_not_in_the_workers_environment_or_argv(
+def test_secret_seed_and_credentials_are_not_in_the_runners_environment_or_argv(
     evaluate_source: EvaluateSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = 0x2F1E3D4C5B6A7988
-    monkeypatch.setattr(runner.secrets, "randbits", lambda bits: secret)
+    monkeypatch.setattr(evaluate.secrets, "randbits", lambda bits: secret)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-must-not-reach-the-candidate")
     dump = tmp_path / "seen_by_candidate.json"
     record = evaluate_source(f"""\
@@ -296,7 +303,7 @@ def test_secret_seed_and_credentials_are_not_in_the_workers_environment_or_argv(
                 json.dump({{"environ": dict(os.environ), "argv": sys.argv, "cmdline": cmdline,
                            "cwd_files": os.listdir(".")}}, f)
             return x + alpha * y
-        """)
+        """, confinement="off")
 
     assert gates(record) == (True, True)
     seen = dump.read_text()
@@ -305,4 +312,5 @@ def test_secret_seed_and_credentials_are_not_in_the_workers_environment_or_argv(
     for form in (str(secret), hex(secret), hex(secret)[2:]):
         assert form not in seen, f"the candidate can read the secret seed ({form})"
         assert form not in json.dumps(record, default=str), "the secret is in the record"
-        assert form not in Path(record["worker_log"]).read_text(errors="replace")
+        for log in Path(record["worker_log"]).parent.glob("*.log"):
+            assert form not in log.read_text(errors="replace"), f"the secret is in {log.name}"

@@ -1,0 +1,195 @@
+"""The judge's pure parts: what it accepts from a runner, how it draws held-out cases, the speed of
+light, the interference verdict, confinement's allowlist. Fast; no process is started."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from aka_core import cost, sandbox
+from aka_core.evaluation import checking, evaluate, protocol, timing
+from aka_core.evaluation.judge import JudgeFailure, draw_held_out, slot_layout
+from aka_core.models import HeldOutDraws
+
+# --------------------------------------------------------------------------- tensors from a runner
+
+
+def test_a_cpu_tensor_round_trips_and_comes_back_as_a_fresh_copy() -> None:
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    back = protocol.decode_cpu(protocol.encode_cpu(x))
+    assert torch.equal(back, x) and back.data_ptr() != x.data_ptr()
+    b16 = torch.randn(5, 7).to(torch.bfloat16)
+    assert torch.equal(protocol.decode_cpu(protocol.encode_cpu(b16)), b16)
+
+
+@pytest.mark.parametrize("desc, fragment", [
+    ({"dtype": "float32", "shape": [2, 2], "data": base64.b64encode(b"\0" * 12).decode()},
+     "needs 16 bytes, got 12"),
+    ({"dtype": "object", "shape": [1], "data": ""}, "dtype 'object' is not allowed"),
+    ({"dtype": "float32", "shape": [-1], "data": ""}, "non-negative ints"),
+    ({"dtype": "float32", "shape": [1] * 9, "data": ""}, "at most 8"),
+    ({"dtype": "float32", "shape": [1], "data": "!!not base64!!"}, "not base64"),
+    ("a string", "must be a JSON object"),
+])
+def test_malformed_cpu_tensors_are_protocol_errors(desc: object, fragment: str) -> None:
+    with pytest.raises(protocol.ProtocolError, match=fragment.replace("(", r"\(")):
+        protocol.decode_cpu(desc)
+
+
+def test_gpu_descriptors_are_validated_before_any_memory_is_mapped() -> None:
+    good = {"dtype": "bfloat16", "shape": [4, 8], "strides": [8, 1], "offset": 512,
+            "handle": base64.b64encode(bytes(64)).decode()}
+    handle, offset, dtype, shape, strides = protocol.checked_gpu_descriptor(good)
+    assert (len(handle), offset, dtype, shape, strides) == (64, 512, torch.bfloat16, (4, 8), (8, 1))
+    for bad, fragment in (({**good, "offset": -8}, "offset"), ({**good, "handle": "AAAA"}, "64 bytes"),
+                          ({**good, "strides": [1]}, "differ in length"),
+                          ({**good, "offset": True}, "offset")):
+        with pytest.raises(protocol.ProtocolError, match=fragment):
+            protocol.checked_gpu_descriptor(bad)
+
+
+def test_only_plain_dense_outputs_are_accepted() -> None:
+    assert protocol.plain_dense((4, 8), (8, 1))
+    assert protocol.plain_dense((4, 1), (1, 7))  # a size-1 dimension may carry any stride
+    assert not protocol.plain_dense((4, 8), (1, 4))  # a transposed view
+    assert not protocol.plain_dense((4, 8), (16, 1))  # a row-strided view of a bigger buffer
+
+
+def test_line_reader_caps_a_reply_without_a_newline() -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"x" * 5000)
+    reader = protocol.LineReader(read_fd, limit=4096)
+    with pytest.raises(protocol.ProtocolError, match="exceeds 4096 bytes"):
+        reader.read(timeout=2)
+    os.close(write_fd)
+    os.close(read_fd)
+
+
+def test_line_reader_rejects_non_objects_and_times_out() -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"[1, 2]\n")
+    reader = protocol.LineReader(read_fd)
+    with pytest.raises(protocol.ProtocolError, match="not a JSON object"):
+        reader.read(timeout=2)
+    with pytest.raises(protocol.RunnerGone) as gone:
+        reader.read(timeout=0.2)
+    assert gone.value.timed_out
+    os.close(write_fd)
+    with pytest.raises(protocol.RunnerGone, match="closed its pipe"):
+        reader.read(timeout=2)
+    os.close(read_fd)
+
+
+# --------------------------------------------------------------------------- cases and costs
+
+
+def test_held_out_draws_follow_the_ranges_and_depend_on_the_secret() -> None:
+    draws = HeldOutDraws(count=3, params={"M": {"range": [100, 200]},
+                                          "N": {"range": [1000, 2000], "multiple_of": 64},
+                                          "dtype": {"choice": ["float16", "bfloat16"]},
+                                          "eps": 1e-6})
+    first = draw_held_out(draws, 1)
+    assert [c.name for c in first] == ["held_out_0", "held_out_1", "held_out_2"]
+    for case in first:
+        assert 100 <= case.params["M"] <= 200
+        assert 1000 <= case.params["N"] <= 2000 and case.params["N"] % 64 == 0
+        assert case.params["dtype"] in ("float16", "bfloat16") and case.params["eps"] == 1e-6
+    assert draw_held_out(draws, 1) == first, "the same secret draws the same cases"
+    assert any(draw_held_out(draws, s) != first for s in range(2, 6)), "draws depend on the secret"
+
+
+def test_cost_expressions_are_evaluated_without_eval() -> None:
+    params = {"M": 8192, "N": 16384, "dtype": "bfloat16"}
+    assert cost.evaluate("2 * M * N * bytes_of(dtype)", params) == 2 * 8192 * 16384 * 2
+    assert cost.evaluate("max(M, N) // 2 + ceil(M / 3)", params) == 8192 + 2731
+    for bad, fragment in (("__import__('os')", "may be called"), ("M.bit_length()", "may be called"),
+                          ("[M]", "List"), ("K * 2", "unknown name 'K'"), ("M ** 999", "too large"),
+                          ("bytes_of('float99')", "unknown dtype")):
+        with pytest.raises(cost.CostError, match=fragment):
+            cost.evaluate(bad, params)
+
+
+def test_speed_of_light_is_the_larger_of_memory_and_arithmetic_time() -> None:
+    params = {"M": 1000, "N": 1000}
+    # 4 MB at 4 TB/s is 1 us; 2 GFLOP at 1 PFLOP/s is 2 us.
+    assert cost.speed_of_light_ms("4 * M * N", "2000 * M * N", params, 4e12, 1e15) == pytest.approx(
+        0.002)
+    assert cost.speed_of_light_ms(None, None, params, 4e12, 1e15) is None
+
+
+def test_slot_layout_aligns_tensors_and_keeps_values_as_json() -> None:
+    inputs = {"x": torch.empty(3, 5, dtype=torch.float16), "eps": 1e-5}
+    with pytest.raises(JudgeFailure, match="inputs factory must put tensors on the device"):
+        slot_layout(inputs, 256)
+    assert slot_layout({"eps": 1e-5, "mode": "fast"}, 256) == (
+        {"eps": {"value": 1e-5}, "mode": {"value": "fast"}}, 256)
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_interference_fails_the_candidate_only_when_it_is_large() -> None:
+    copies = {"baseline": 1.0, "candidate": 1.0}
+    timing.check_interference("c", 1.01, 1.01, 1.0, copies)  # drift: fine
+    with pytest.raises(JudgeFailure) as small:
+        timing.check_interference("c", 1.05, 1.05, 1.0, copies)
+    assert small.value.kind == "infra_error" and "retry" in str(small.value)
+    with pytest.raises(JudgeFailure) as large:
+        timing.check_interference("c", 1.5, 1.5, 1.0, copies)
+    assert large.value.kind == "interference"
+    with pytest.raises(JudgeFailure, match="held the GPU while its inputs were written"):
+        timing.check_interference("c", 1.0, 1.0, 1.0, {"baseline": 1.0, "candidate": 2.0})
+
+
+@pytest.mark.parametrize("kind, compiled, correct", [
+    ("compile", False, None), ("task_error", None, None), ("infra_error", None, None),
+    ("correctness", True, False), ("precision", True, False), ("timing_check", True, True),
+    ("interference", True, True), ("impossible_time", True, True), ("resources", True, True),
+])
+def test_outcome_of_each_failure_kind(kind: str, compiled: object, correct: object) -> None:
+    record = {"failure": {"kind": kind, "phase": "timing"}, "correctness": {"passed": True}}
+    gates = evaluate.outcome(record)
+    assert (gates["pass_compilation"], gates["pass_correctness"]) == (compiled, correct)
+    assert gates["performance_measured"] is False and gates["speedup"] is None
+    assert gates["infra_error"] == (kind == "infra_error")
+
+
+def test_rounding_mismatch_separates_float32_from_float16_arithmetic() -> None:
+    torch.manual_seed(0)
+    x = (torch.randn(200_000) * 2).to(torch.bfloat16).float()
+    reference = torch.nn.functional.gelu(x, approximate="tanh")
+    fp32 = x / (1 + torch.exp(-1.5957691216057308 * (x + 0.044715 * x ** 3)))
+    h = x.half()
+    fp16 = (h / (1 + torch.exp(-1.5957691216057308 * (h + 0.044715 * h ** 3)))).float()
+    as_bf16 = [t.to(torch.bfloat16) for t in (fp32, fp16)]
+    assert checking.rounding_mismatch([as_bf16[0]], [reference]) < 0.05
+    assert checking.rounding_mismatch([as_bf16[1]], [reference]) > 0.10
+
+
+# --------------------------------------------------------------------------- confinement
+
+
+def test_carve_leaves_out_protected_folders_and_keeps_their_siblings(tmp_path: Path) -> None:
+    for sub in ("repo/aka_core", "repo/tasks/a", "repo/tests/solutions", "repo/docs", "other"):
+        (tmp_path / sub).mkdir(parents=True)
+    allowed = sandbox.carve([str(tmp_path)], [str(tmp_path / "repo" / "tasks"),
+                                              str(tmp_path / "repo" / "tests")])
+    assert allowed == sorted(str(tmp_path / p) for p in ("other", "repo/aka_core", "repo/docs"))
+    assert sandbox.carve([str(tmp_path / "repo" / "tasks")], [str(tmp_path / "repo")]) == []
+
+
+def test_a_spec_allows_the_side_and_python_but_not_protected_folders(tmp_path: Path) -> None:
+    side = tmp_path / "run" / "workspace"
+    side.mkdir(parents=True)
+    spec = sandbox.build_spec(scratch=tmp_path / "scratch", read=[str(side)],
+                              protected=[str(tmp_path / "run"), str(Path.home())])
+    assert str(side.resolve()) in spec.read, "the side's own folder is readable"
+    assert not any(p == str((tmp_path / "run").resolve()) for p in spec.read)
+    import sys
+
+    assert any(sys.prefix.startswith(p) or p.startswith(sys.prefix) for p in spec.read)
+    assert spec.write == (str(tmp_path / "scratch"),)
