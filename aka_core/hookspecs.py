@@ -47,8 +47,8 @@ def aka_register_agents() -> list[AgentSpec]:
 def aka_register_backends() -> list[BackendSpec]:
     """Return the backends (languages/runtimes) this plugin provides.
 
-    A backend builds and loads a candidate's entrypoint inside the evaluation worker and describes
-    the device; the core's measurement engine checks and times what it loads.
+    A backend builds and loads one side's entrypoint inside a confined runner process and
+    describes the device to the judge; the judge checks and times what the runners load.
     """
 
 

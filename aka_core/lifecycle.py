@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import structlog
 
-from aka_core import gpus, native
+from aka_core import gpus, integrity, native
 from aka_core.convert import structure, unstructure
 from aka_core.errors import ConfigError
 from aka_core.evaluation import evaluate
@@ -69,6 +69,9 @@ class TaskContext:
     tasks_root: Path
     device: str
     """"cuda" or "cpu": where evaluations run."""
+    evaluator: integrity.Manifest = attrs.Factory(integrity.snapshot)
+    """Digests of aka's code and Python's startup hooks when the run (or this worker) started:
+    each evaluation first checks that they are unchanged."""
 
 
 def task_dir(run_dir: Path, task_id: str) -> Path:
@@ -314,7 +317,7 @@ def worker_env(host: PluginHost, backend: str, device: str,
 
 
 def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: Path, logs: Path,
-                       execution: AgentExecution | None, integrity: IntegrityReport,
+                       execution: AgentExecution | None, integrity_report: IntegrityReport,
                        base: dict[str, Any]) -> TaskResult:
     ev = ctx.config.evaluation
     arch = compile_only_architecture(task, ctx.device, ctx.host, ctx.config.target_gpu_model)
@@ -324,30 +327,42 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                             protected=protected_paths(task, ctx.tasks_root, ctx.run_dir))
     log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases],
              compile_only=arch)
+    tampered = evaluator_tampering(ctx)
+    if tampered:
+        return TaskResult(status="infra_error", error=tampered, agent_execution=execution,
+                          integrity=integrity_report, evaluation={"failure": {
+                              "kind": "infra_error", "message": tampered, "retryable": False}},
+                          **base)
     record = evaluate.evaluate(request, log_path=logs / "evaluation.log")
+    tampered = evaluator_tampering(ctx)
+    if tampered:  # something changed the evaluator while this evaluation ran
+        record["failure"] = {"kind": "infra_error", "message": tampered, "retryable": False}
+    record["evaluator_integrity"] = {"files": len(ctx.evaluator.files),
+                                     "digest": ctx.evaluator.digest, "unchanged": not tampered}
     gates = evaluate.outcome(record)
     if gates["infra_error"]:
         return TaskResult(status="infra_error", error=f"the evaluator failed (retryable): "
                           f"{record['failure']['message']}", agent_execution=execution,
-                          integrity=integrity, evaluation=record, **base)
+                          integrity=integrity_report, evaluation=record, **base)
     if gates["task_error"]:
         return TaskResult(status="error", error=f"the task itself failed: "
                           f"{record['failure']['message']}", agent_execution=execution,
-                          integrity=integrity, evaluation=record, **base)
+                          integrity=integrity_report, evaluation=record, **base)
     if gates["compile_only"]:
-        return TaskResult(status="compile_only", agent_execution=execution, integrity=integrity,
+        return TaskResult(status="compile_only", agent_execution=execution,
+                          integrity=integrity_report,
                           pass_compilation=gates["pass_compilation"], pass_correctness=None,
                           candidate_accepted=False,
-                          acceptance=decide_acceptance(record, gates, integrity),
+                          acceptance=decide_acceptance(record, gates, integrity_report),
                           evaluation=record, **base)
-    acceptance = decide_acceptance(record, gates, integrity)
+    acceptance = decide_acceptance(record, gates, integrity_report)
     summary = EvaluationSummary(accepted=acceptance.accepted,
                                 performance_measured=gates["performance_measured"],
                                 speedup=gates["speedup"], speedup_ci95=gates["ci95"])
     scorer_cfg = ctx.config.scorer
     outcome = ctx.host.scorer(scorer_cfg.name).factory(dict(scorer_cfg.options)).score(summary)
     return TaskResult(
-        status="completed", agent_execution=execution, integrity=integrity,
+        status="completed", agent_execution=execution, integrity=integrity_report,
         pass_compilation=gates["pass_compilation"], pass_correctness=gates["pass_correctness"],
         candidate_accepted=acceptance.accepted, acceptance=acceptance,
         speedup_ratio=gates["speedup"], score=outcome.score if acceptance.accepted else 0.0,
@@ -355,6 +370,21 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                 "eligible": outcome.eligible, "reason": outcome.reason, **outcome.details},
         evaluation=record, **base,
     )
+
+
+def evaluator_tampering(ctx: TaskContext) -> str | None:
+    """Why the evaluator cannot be trusted now, or None: its code or Python's startup hooks
+    changed since the run started, or a wheel install differs from its RECORD."""
+    changed = integrity.changes(ctx.evaluator)
+    if changed:
+        return ("the evaluator's installed code changed since the run started (an agent or another "
+                f"process wrote {integrity.describe(changed)}): no result can be trusted; "
+                "reinstall aka and run again")
+    modified = integrity.verify_installed()
+    if modified:
+        return (f"aka's installed files differ from their wheels' RECORD "
+                f"({integrity.describe(modified)}): reinstall aka")
+    return None
 
 
 def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],

@@ -131,13 +131,14 @@ class BackendReadiness:
 
 @runtime_checkable
 class Backend(Protocol):
-    """Builds and loads candidates. ``load_callable`` and ``describe_device`` run in the worker."""
+    """Builds and loads candidates. ``load_callable`` and ``prepare`` run in a confined runner
+    (one per side); ``describe_device`` in the judge."""
 
     def worker_environment(self, device: str) -> dict[str, str]:
-        """Environment variables the evaluation worker needs for ``device`` ("cuda" or "cpu")."""
+        """Environment variables the runners need for ``device`` ("cuda" or "cpu")."""
 
     def describe_device(self, device: str) -> DeviceInfo:
-        """Facts about the device the worker will run on."""
+        """Facts about the device the evaluation runs on."""
 
     def load_callable(self, root: Path, ref: str, package: str) -> Callable[..., Any]:
         """Load ``file.py:function`` below ``root`` as a module of ``package``.

@@ -1,5 +1,8 @@
-"""The measurement engine: builds, checks and times candidates in worker processes.
+"""The measurement engine: a trusted judge process checks and times candidates that run in
+confined runner processes.
 
-``runner.evaluate(request)`` (parent side) starts ``worker`` in a fresh process, watches its
-phases against their timeouts and the wall clock, and returns the evaluation record.
+``evaluate.evaluate(request)`` (parent side) starts ``judge`` in a fresh process and returns its
+record; the judge starts one ``runner`` per side (``sides``), talks to them through ``protocol``
+(tensors through ``cuda_ipc`` on a GPU), checks (``checking``, ``policy``) and times
+(``timing``, ``stats``).
 """

@@ -188,3 +188,15 @@ def same_bytes(a: Any, b: Any) -> bool:
         return False
     return bool(torch.equal(a.contiguous().view(-1).view(torch.uint8),
                             b.contiguous().view(-1).view(torch.uint8).to(a.device)))
+
+
+def snapshot_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Copies of the tensor inputs, to tell later whether a call modified them."""
+    import torch
+
+    return {k: v.detach().clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+
+
+def changed_inputs(inputs: Mapping[str, Any], snapshot: Mapping[str, Any]) -> list[str]:
+    """Names of tensor inputs whose bytes differ from the snapshot."""
+    return [name for name, before in snapshot.items() if not same_bytes(inputs[name], before)]

@@ -65,11 +65,34 @@ def load_exploits(device: str | None = None) -> list[Exploit]:
     return found
 
 
+OPEN_TASKS = {"open/gelu": "triton2triton/gelu"}
+"""Red-team tasks: copies of corpus tasks without their rules (and with short time limits), so
+that exploits reach the layers behind the static policy, which a determined candidate could
+evade. Made fresh from the corpus task on first use."""
+_open_root: Path | None = None
+
+
 def task_folder(task: str) -> Path:
-    """A task of the corpus (tasks/), or one of the red team's own (tests/redteam/tasks/): copies
-    of corpus tasks without rules, so that exploits reach the layers behind the static policy."""
-    corpus = ROOT / "tasks" / task
-    return corpus if corpus.is_dir() else EXPLOITS.parent / "tasks" / task
+    """A task of the corpus (tasks/), or a rule-free copy of one (``OPEN_TASKS``)."""
+    global _open_root
+    if task not in OPEN_TASKS:
+        return ROOT / "tasks" / task
+    import shutil
+    import tempfile
+
+    from aka_core.yamlio import dump_yaml, load_plain_yaml
+
+    if _open_root is None:
+        _open_root = Path(tempfile.mkdtemp(prefix="aka-redteam-tasks-")) / "tasks"
+    folder = _open_root / task
+    if not folder.is_dir():
+        shutil.copytree(ROOT / "tasks" / OPEN_TASKS[task], folder)
+        doc = load_plain_yaml(folder / "task.yaml")
+        doc.pop("rules", None)
+        doc.pop("validated_on", None)
+        doc["timeouts"] = {"compile_seconds": 30, "correctness_seconds": 120, "timing_seconds": 300}
+        (folder / "task.yaml").write_text(dump_yaml(doc))
+    return folder
 
 
 def watched_files() -> Iterable[Path]:
