@@ -226,7 +226,9 @@ def test_correct_candidate_result_keeps_each_question_in_its_own_field(shared: S
     assert result.acceptance is not None
     assert {g.name: g.passed for g in result.acceptance.gates} == {
         "compiles": True, "correct": True, "protected_files_unchanged": True,
-        "evaluator_files_untouched": True}
+        "evaluator_files_untouched": True, "confined": True}
+    assert result.evaluation["confinement"]["candidate"]["filesystem"] == "allowlist"
+    assert result.evaluation["evaluator_integrity"]["unchanged"] is True
     assert result.integrity is not None and result.integrity.changed_files == ("kernel.py",)
 
 
