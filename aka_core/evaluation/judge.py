@@ -23,6 +23,7 @@ killed from outside, the judge's own fault) — never a zero reward a trainer sh
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -324,10 +325,9 @@ class Judge:
         self.device = req.device
         if self.device == "cuda" and not torch.cuda.is_available():
             raise JudgeFailure(INFRA, "a GPU was requested but PyTorch sees none")
-        from aka_core.host import PluginHost
 
         try:
-            backend = PluginHost().backend(req.backend).factory()
+            backend = plugin_host().backend(req.backend).factory()
             self.result["device"] = _asdict(backend.describe_device(self.device))
         except Exception as exc:  # a broken plugin: the evaluator's problem
             raise JudgeFailure(INFRA, f"backend {req.backend!r}: {type(exc).__name__}: {exc}") from exc
@@ -432,8 +432,10 @@ class Judge:
                 inputs = self.inputs_for(case, seed)
                 ref = self.reference_outputs(case, inputs)
                 repeats = 2 if index == 0 else 1  # a repeat catches unwritten or racy outputs
-                outs = self.call_both(inputs, ref, repeats=repeats, profile=profile,
-                                      case_name=case.name)
+                # Operators are recorded on each case's first call (recording slows every
+                # PyTorch call of the candidate; which operators it uses does not vary by seed).
+                outs = self.call_both(inputs, ref, repeats=repeats,
+                                      profile=profile and index == 0, case_name=case.name)
                 base = outs["baseline"][0]
                 self.structures[case.name] = checking.structure_of(base)
                 base_vs_ref = checking.compare_outputs(base, ref, self.req.tolerance)
@@ -786,10 +788,16 @@ def code_folders(req: EvaluationRequest) -> list[str]:
     return folders
 
 
-def backend_factory_path(backend: str) -> str:
+@functools.cache
+def plugin_host() -> Any:
+    """The judge's one plugin host (discovering plugins is not free)."""
     from aka_core.host import PluginHost
 
-    factory = PluginHost().backend(backend).factory
+    return PluginHost()
+
+
+def backend_factory_path(backend: str) -> str:
+    factory = plugin_host().backend(backend).factory
     return f"{factory.__module__}:{factory.__qualname__}"
 
 
