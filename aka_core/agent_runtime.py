@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -92,6 +93,14 @@ def common_agent_options_schema(extra: Mapping[str, Any] | None = None) -> dict[
                                       "login stored on disk) instead of a fresh private one."},
         "pass_env": {"type": "array", "items": {"type": "string"},
                      "description": "More environment variables to pass through to the CLI."},
+        "confinement": {"enum": ["required", "best_effort", "off"],
+                        "description": "Confine the CLI and what it runs in bubblewrap "
+                                       "(aka_core.agent_sandbox): required fails the agent step "
+                                       "where bwrap is missing; best_effort (default) runs it "
+                                       "unconfined there and says so; off never confines."},
+        "read_paths": {"type": "array", "items": {"type": "string", "minLength": 1},
+                       "description": "More folders a confined CLI may read where they would be "
+                                      "hidden (a toolchain in the home folder)."},
     }
     props.update(extra or {})
     return {"type": "object", "additionalProperties": False, "properties": props}
@@ -157,9 +166,10 @@ class CliAgent:
         """Whether the CLI's status command says it is logged in (override for odd CLIs)."""
         return returncode == 0
 
-    def version(self, executable: str, env: Mapping[str, str] | None = None) -> str | None:
+    def version(self, executable: str, env: Mapping[str, str] | None = None,
+                wrapper: Sequence[str] = ()) -> str | None:
         try:
-            out = subprocess.run([executable, *self.version_args], capture_output=True,
+            out = subprocess.run([*wrapper, executable, *self.version_args], capture_output=True,
                                  text=True, timeout=VERSION_TIMEOUT, check=False,
                                  stdin=subprocess.DEVNULL, env=dict(env) if env else None)
         except (OSError, subprocess.TimeoutExpired):
@@ -223,13 +233,20 @@ class CliAgent:
                                   message=f"{self.options.get('executable', self.executable)!r} "
                                           "is not on PATH: install the CLI or set "
                                           "agent.options.executable")
-        version = self.version(exe, env)
         try:
             cmd = self.command(invocation, exe)
         except Exception as exc:
-            return AgentExecution(agent=self.name, status="failed", version=version,
+            return AgentExecution(agent=self.name, status="failed",
                                   message=f"cannot build the command: {exc}")
         env.update(cmd.env)
+        env["AKA_SELFCHECK_LOG"] = str(private_home / "selfcheck.log")
+        wrapper, confinement = self.confinement(invocation, exe, private_home, env)
+        if confinement.get("refused"):
+            return AgentExecution(agent=self.name, status="failed",
+                                  message=confinement["refused"], confinement=confinement)
+        # Everything the CLI runs during a task runs confined, its version query too.
+        cmd = attrs.evolve(cmd, argv=[*wrapper, *cmd.argv])
+        version = self.version(exe, env, wrapper=wrapper)
         run = run_cli(cmd, invocation.workspace, env, invocation.logs_dir,
                       timeout=invocation.timeout_seconds,
                       grace=float(self.options.get("grace_seconds", GRACE_SECONDS)))
@@ -258,10 +275,46 @@ class CliAgent:
             message += f"; stopped at the budget of {invocation.timeout_seconds:.0f} s"
         if status in ("failed", "not_authenticated") and run.stderr_tail:
             message += f"; stderr: {run.stderr_tail[-300:]}"
+        if not confinement.get("confined"):
+            message += "; the CLI ran unconfined: " + str(confinement.get("reason"))
         return AgentExecution(agent=self.name, status=status, exit_code=run.exit_code,
                               duration_seconds=round(time.monotonic() - started, 3),
                               timed_out=run.timed_out, version=version,
-                              message=message + usage_note, usage=usage)
+                              message=message + usage_note, usage=usage, confinement=confinement)
+
+    def confinement(self, invocation: AgentInvocation, exe: str, private_home: Path,
+                    env: dict[str, str]) -> tuple[list[str], dict[str, Any]]:
+        """The command prefix that confines what follows it in bubblewrap
+        (``aka_core.agent_sandbox``; empty when not confined), and what was done."""
+        from aka_core import agent_sandbox
+
+        policy = self.options.get("confinement", "best_effort")
+        if policy == "off":
+            return [], {"confined": False, "reason": "confinement: off"}
+        bwrap = agent_sandbox.bwrap_path()
+        if bwrap is None:
+            reason = ("bubblewrap (bwrap) is not installed: apt-get install bubblewrap, or set "
+                      "agent.options.confinement: off")
+            if policy == "required":
+                return [], {"confined": False, "refused": f"cannot confine the CLI: {reason}"}
+            return [], {"confined": False, "reason": reason}
+        programs = [exe]
+        interpreter = agent_sandbox.script_interpreter(Path(exe), env.get("PATH"))
+        if interpreter is not None:
+            programs.append(str(interpreter))
+        writable = [self.options["config_dir"]] if self.options.get("config_dir") else []
+        lock_dir = Path(env.get("AKA_GPU_LOCK_DIR") or Path(tempfile.gettempdir(),
+                                                             "aka-gpu-locks"))
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        plan = agent_sandbox.plan(
+            workspace=invocation.workspace, private_home=private_home,
+            protected=invocation.protected,
+            readable=[*invocation.readable, *self.options.get("read_paths", ())],
+            writable=[*writable, str(lock_dir)], programs=programs,
+            search_path=env.get("PATH"))
+        env.update(agent_sandbox.environment_for(env, private_home))
+        return agent_sandbox.wrap([], plan, bwrap), {"confined": True,
+                                                      **agent_sandbox.describe(plan)}
 
 
 def run_cli(cmd: CliCommand, cwd: Path, env: Mapping[str, str], logs_dir: Path, *,

@@ -49,7 +49,7 @@ def aka_distributions() -> list[importlib.metadata.Distribution]:
             if (d.metadata["Name"] or "").lower().startswith(AKA_DISTRIBUTION_PREFIX)]
 
 
-def _package_folders() -> set[Path]:
+def package_folders() -> set[Path]:
     """The folders of aka's importable packages (editable installs point into a checkout)."""
     names = {"aka_core"}
     for dist in aka_distributions():
@@ -70,7 +70,7 @@ def _package_folders() -> set[Path]:
 
 def evaluator_files() -> list[Path]:
     files: set[Path] = set()
-    for folder in _package_folders():
+    for folder in package_folders():
         files.update(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".py", ".json")
                      and "__pycache__" not in p.parts)
     for entry in sys.path:

@@ -215,6 +215,8 @@ def run_agent(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> Agen
             timeout_seconds=cfg.agent_seconds,
             environment={k: v for k, v in os.environ.items() if k in AGENT_ENV_KEEP},
             target_gpu_model=ctx.config.target_gpu_model,
+            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir),
+            readable=(str((workspace.parent / "baseline").resolve()),),
         )
         execution = agent.run(invocation)
         if not isinstance(execution, AgentExecution):

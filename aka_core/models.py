@@ -237,6 +237,8 @@ class AgentExecution:
     version: str | None = None
     message: str | None = None
     usage: AgentUsage = attrs.Factory(AgentUsage)
+    confinement: dict[str, Any] | None = None
+    """How the agent was confined (``aka_core.agent_sandbox``); None for in-process agents."""
 
 
 @attrs.frozen(kw_only=True)

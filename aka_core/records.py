@@ -108,6 +108,11 @@ class AgentInvocation:
     timeout_seconds: float
     environment: Mapping[str, str]
     target_gpu_model: str
+    protected: tuple[str, ...] = ()
+    """Folders a confined agent must not see (the tasks, the stored solutions, the run)."""
+    readable: tuple[str, ...] = ()
+    """Folders it may read although they lie in a protected one (the task's preserved copy,
+    which ``aka selfcheck`` loads; its task.yaml lists no held-out case)."""
 
 
 @runtime_checkable

@@ -33,6 +33,18 @@ def find_baseline(workspace: Path) -> Path:
                    "a task workspace that aka created")
 
 
+def selfcheck_log(workspace: Path) -> Path | None:
+    """Where the evaluation logs: ``$AKA_SELFCHECK_LOG`` (the agent's private home, set by aka:
+    a confined agent cannot write the task's logs), else the task's logs folder when writable,
+    else a temporary file."""
+    import os
+
+    if os.environ.get("AKA_SELFCHECK_LOG"):
+        return Path(os.environ["AKA_SELFCHECK_LOG"])
+    logs = workspace.parent / "logs"
+    return logs / "selfcheck.log" if logs.is_dir() and os.access(logs, os.W_OK) else None
+
+
 def selfcheck(workspace: Path, host: PluginHost, *, device: str = "auto",
               timing: bool = True) -> dict[str, Any]:
     from aka_core.api import require_runnable, resolve_device
@@ -49,8 +61,7 @@ def selfcheck(workspace: Path, host: PluginHost, *, device: str = "auto",
                             measure_performance=timing, seeds=2, host=host,
                             confinement="best_effort")
     request = attrs.evolve(request, timing=QUICK_TIMING)
-    log_path = workspace.parent / "logs" / "selfcheck.log"
-    record = evaluate.evaluate(request, log_path=log_path if log_path.parent.is_dir() else None)
+    record = evaluate.evaluate(request, log_path=selfcheck_log(workspace))
     gates = evaluate.outcome(record)
     return {"task": task.id, "device": device, "advisory": True, **gates, "evaluation": record}
 

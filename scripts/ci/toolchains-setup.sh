@@ -5,10 +5,11 @@
 #   - clang-19, lld-19 and llvm-19 (llvm-nm) with Debian's HIP headers (libamdhip64-dev) for HIP,
 #     and the ld.lld that FlyDSL links AMDGPU code objects with.
 # FlyDSL itself is a Python package: scripts/install.sh installs it with the plugins.
+# Also bubblewrap, which confines CLI agents (aka_core/agent_sandbox.py).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
-for pkg in clang-19 lld-19 llvm-19 libamdhip64-dev; do
+for pkg in clang-19 lld-19 llvm-19 libamdhip64-dev bubblewrap; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
