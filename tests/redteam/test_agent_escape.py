@@ -1,6 +1,6 @@
-"""A confined CLI agent (bubblewrap) cannot read the answer key or touch the host, and can still
-work: a stand-in CLI tries, from its workspace, everything an agent searching for the reward would,
-then builds its candidate with aka selfcheck, and reports what it saw in its workspace."""
+"""Red team, agents: a confined CLI agent (bubblewrap) cannot read the answer key or touch the
+host, and can still work: a stand-in CLI tries, from its workspace, everything an agent searching
+for the reward would, then builds its candidate with aka selfcheck, and reports what it saw."""
 
 from __future__ import annotations
 
