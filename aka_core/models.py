@@ -212,14 +212,23 @@ class DeviceInfo:
 
 @attrs.frozen(kw_only=True)
 class AgentUsage:
-    """What the agent reported about its own usage; ``None`` where it did not say."""
+    """What the agent reported about its own usage; ``None`` where it did not say, never 0 for a
+    value it left out. Each CLI plugin maps its CLI's counters to these meanings (the table of
+    docs/agents.md, "Usage")."""
 
     model: str | None = None
     input_tokens: int | None = None
-    """All input (prompt) tokens the model processed, cached ones included."""
+    """All input (prompt) tokens the model processed, cached ones included (read from the cache,
+    written to it, or neither)."""
     cached_input_tokens: int | None = None
     """The part of ``input_tokens`` read from the provider's prompt cache."""
+    cache_write_tokens: int | None = None
+    """The part of ``input_tokens`` written to the provider's prompt cache, where the provider
+    counts cache writes apart."""
     output_tokens: int | None = None
+    """Generated tokens, reasoning included."""
+    reasoning_tokens: int | None = None
+    """The part of ``output_tokens`` spent on reasoning, where the CLI reports it."""
     cost_usd: float | None = None
     turns: int | None = None
 

@@ -323,11 +323,11 @@ def claim_next(queue: TaskQueue, run_dir: Path, task_ids: Sequence[str], worker:
 
 def worker_main(run_dir: Path, worker: int, parent: int) -> int:
     """Claim and run tasks until none is left; stdout and stderr are the worker's log file."""
-    from aka_core.evaluation.evaluate import _die_with_parent  # one implementation of the guard
+    from aka_core.evaluation.evaluate import die_with_parent  # one implementation of the guard
     from aka_core.logging_setup import bind_context, configure_logging
     from aka_core.run import read_run_file, run_one_task  # run.py dispatches here: no cycle
 
-    guard = _die_with_parent(parent)
+    guard = die_with_parent(parent)
     if guard is not None:
         guard()
     meta = read_run_file(run_dir)

@@ -67,7 +67,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") el
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent: int) -> Any:
+def die_with_parent(parent: int) -> Any:
     """A ``preexec_fn`` that has Linux SIGKILL the judge when its parent dies (no ``finally``
     runs on SIGKILL: a judge would keep the GPU and its lock)."""
     if _LIBC is None:
@@ -118,7 +118,7 @@ def evaluate(
             [python, "-m", "aka_core.evaluation.judge", str(write_fd)],
             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), start_new_session=True, cwd=scratch,
-            preexec_fn=_die_with_parent(os.getpid()),
+            preexec_fn=die_with_parent(os.getpid()),
             env={**worker_base_environment(), **(env or {}), "PYTHONUNBUFFERED": "1",
                  "PYTHONDONTWRITEBYTECODE": "1",
                  "AKA_JUDGE_LOG_PREFIX": str(log_path.with_suffix(""))},

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from aka_core.evaluation import protocol
+from aka_core.evaluation.evaluate import die_with_parent
 
 PR_SET_CHILD_SUBREAPER = 36
-PR_SET_PDEATHSIG = 1
 
 
 class SideFailure(Exception):
@@ -38,19 +38,6 @@ class SideFailure(Exception):
 def become_subreaper() -> None:
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _die_with_parent(parent: int) -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def preexec() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
 
 
 def descendants(root: int) -> list[int]:
@@ -105,7 +92,7 @@ class RunnerProcess:
                 [sys.executable, "-I", "-S", "-c", runner_module.BOOT, str(cmd_r), str(rep_w)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(cmd_r, rep_w), cwd=scratch, env=full_env, start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
+                preexec_fn=die_with_parent(os.getpid()),
             )
         os.close(cmd_r)
         os.close(rep_w)
