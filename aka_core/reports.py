@@ -44,15 +44,18 @@ COLUMNS: tuple[str, ...] = (
     "device",
     "input_tokens",
     "cached_input_tokens",
+    "cache_write_tokens",
     "output_tokens",
+    "reasoning_tokens",
     "cost_usd",
     "agent_duration_seconds",
     "duration_seconds",
     "reason",
 )
 
-_USAGE_TOTALS: tuple[str, ...] = ("input_tokens", "cached_input_tokens", "output_tokens",
-                                  "cost_usd", "agent_duration_seconds", "duration_seconds")
+_USAGE_TOTALS: tuple[str, ...] = ("input_tokens", "cached_input_tokens", "cache_write_tokens",
+                                  "output_tokens", "reasoning_tokens", "cost_usd",
+                                  "agent_duration_seconds", "duration_seconds")
 
 # --------------------------------------------------------------------------- reading results
 
@@ -145,7 +148,9 @@ def task_row(result: TaskResult) -> dict[str, Any]:
         "device": device_label(result),
         "input_tokens": _int_or_none(usage.input_tokens) if usage else None,
         "cached_input_tokens": _int_or_none(usage.cached_input_tokens) if usage else None,
+        "cache_write_tokens": _int_or_none(usage.cache_write_tokens) if usage else None,
         "output_tokens": _int_or_none(usage.output_tokens) if usage else None,
+        "reasoning_tokens": _int_or_none(usage.reasoning_tokens) if usage else None,
         "cost_usd": finite(usage.cost_usd) if usage else None,
         "agent_duration_seconds": finite(execution.duration_seconds) if execution else None,
         "duration_seconds": finite(result.duration_seconds),
@@ -332,7 +337,9 @@ def render_text(rows: Sequence[Mapping[str, Any]], title: str = "aka run report"
         f" over {geomean['tasks']} accepted tasks",
         f"input tokens:     {_fmt_total(agg['input_tokens'])}",
         f"cached tokens:    {_fmt_total(agg['cached_input_tokens'])}",
+        f"cache writes:     {_fmt_total(agg['cache_write_tokens'])}",
         f"output tokens:    {_fmt_total(agg['output_tokens'])}",
+        f"reasoning tokens: {_fmt_total(agg['reasoning_tokens'])}",
         f"cost USD:         {_fmt_total(agg['cost_usd'], 4)}",
         f"agent time s:     {_fmt_total(agg['agent_duration_seconds'], 1)}",
         f"task time s:      {_fmt_total(agg['duration_seconds'], 1)}",

@@ -118,7 +118,9 @@ def test_hang_is_killed_at_the_budget_with_its_children(
 
     monkeypatch.setenv("FAKE_MODE", "hang")
     started = time.monotonic()
-    agent = FakeAgent({"grace_seconds": 1, "pass_env": ["FAKE_MODE"]})
+    # Unconfined: the pids the fake writes are the host's (a confined CLI has its own PID
+    # namespace, whose processes all die with it: tests/redteam/test_agent_escape.py).
+    agent = FakeAgent({"grace_seconds": 1, "pass_env": ["FAKE_MODE"], "confinement": "off"})
     execution = agent.run(attrs.evolve(invocation, timeout_seconds=2))
     assert execution.status == "timed_out" and execution.timed_out
     assert time.monotonic() - started < 15

@@ -1,64 +1,149 @@
-"""The claude-code agent against a fake ``claude``: command line, usage, failures, environment."""
+"""The claude-code agent against a fake ``claude`` (``aka_core.testing.fake_cli``) replaying the
+stream-json of tests/fixtures/: the CLI agent contract, the command line, providers, login, usage."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
+import aka_agent_claude_code
 import pytest
-from aka_agent_claude_code import (
-    CONFIG_SCHEMA,
-    ClaudeCodeAgent,
-    aka_register_agents,
-    make_agent,
-)
+from aka_agent_claude_code import CONFIG_SCHEMA, ClaudeCodeAgent, aka_register_agents, make_agent
 from jsonschema import Draft202012Validator
 
 from aka_core.models import AgentUsage
-from aka_core.testing import AgentContract
-from aka_core.testing.processes import alive
-
-if TYPE_CHECKING:
-    from conftest import FakeClaude
+from aka_core.records import AgentInvocation
+from aka_core.testing import NOT_JSON, CliAgentContract, FakeCli, Outcome, Reply, Requires, Script
+from aka_core.testing.fake_cli import stderr
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-SUCCESS_USAGE = AgentUsage(model="claude-sonnet-4-5-20250929", input_tokens=104920,
-                           cached_input_tokens=98765, output_tokens=5718, cost_usd=0.1242, turns=7)
-"""stream_success.jsonl: modelUsage summed over both models; model from the init event."""
-ERROR_USAGE = AgentUsage(model="claude-sonnet-4-5-20250929", input_tokens=11410,
-                         cached_input_tokens=9000, output_tokens=420, cost_usd=0.0311, turns=2)
+MODEL = "claude-sonnet-4-5-20250929"
 VERSION = "2.0.14 (Claude Code)"
 BASE_FLAGS = ["-p", "--output-format", "stream-json", "--verbose",
               "--permission-mode", "bypassPermissions"]
+LOGGED_IN = Reply(argv=("auth", "status"), stdout=json.dumps(
+    {"loggedIn": True, "authMethod": "api_key", "apiProvider": "firstParty"}))
+LOGGED_OUT = Reply(argv=("auth", "status"), exit_code=1, stdout=json.dumps(
+    {"loggedIn": False, "authMethod": "none", "apiProvider": "firstParty"}))
+"""``claude auth status``: JSON, and exit 1 when nobody is logged in."""
+
+SUCCESS_USAGE = AgentUsage(model=MODEL, input_tokens=1234 + 600 + 98765 + 0 + 4321 + 0,
+                           cached_input_tokens=98765, cache_write_tokens=4321 + 0,
+                           output_tokens=5678 + 40, cost_usd=0.1242, turns=7)
+"""stream_success.jsonl: modelUsage summed over both models; the model from the init event."""
+ERROR_USAGE = AgentUsage(model=MODEL, input_tokens=310 + 9000 + 2100, cached_input_tokens=9000,
+                         cache_write_tokens=2100, output_tokens=420, cost_usd=0.0311, turns=2)
 
 
-def events(name: str) -> list[dict]:
-    return [json.loads(line) for line in (FIXTURES / name).read_text(encoding="utf-8").splitlines()]
+def events(name: str) -> list[dict[str, Any]]:
+    return Script.from_file(FIXTURES / name).events
 
 
-class TestClaudeCodeContract(AgentContract):
+class TestClaudeCode(CliAgentContract):
     record = aka_register_agents()[0]
+    plugin = aka_agent_claude_code
+    cli_version = VERSION
+    requires = Requires(args=tuple(tuple(flag.split()) for flag in (
+        "-p", "--output-format stream-json", "--verbose", "--permission-mode bypassPermissions")),
+        stdin_prompt=True)
+    replies = (LOGGED_IN,)
+    completed = Outcome(script=Script.from_file(FIXTURES / "stream_success.jsonl"),
+                        usage=SUCCESS_USAGE)
+    failed = Outcome(script=Script.from_file(FIXTURES / "stream_error.jsonl", exit_code=1).then(
+        stderr("Error: the model request failed (simulated)")),
+        usage=ERROR_USAGE, message="the model request failed (simulated)")
+    refused = Script.from_file(FIXTURES / "stream_auth_failure.jsonl", exit_code=1)
+    stopped = Outcome(script=Script.from_file(FIXTURES / "stream_partial.jsonl"),
+                      usage=AgentUsage(model=MODEL))
+    """Stopped before its result event: only the model it announced is known."""
+    not_json = ("[SandboxDebug] sandbox initialised without network restrictions", *NOT_JSON)
+    """Some CLI builds print sandbox diagnostics on stdout."""
 
-    @pytest.fixture
-    def options(self, fake: FakeClaude) -> dict:
-        return fake.options()
+    # ------------------------------------------------------------------ documented usage
 
-    @pytest.fixture
-    def invocation(self, fake: FakeClaude, make_invocation):
-        return fake.invocation(make_invocation)
+    def test_documented_result_usage(self, agent: Any, invocation: AgentInvocation,
+                                     fake: FakeCli) -> None:
+        """The result event as the Agent SDK documents it (``SDKResultMessage``:
+        https://code.claude.com/docs/en/agent-sdk/typescript; ``modelUsage`` covers every model,
+        subagents included, and ``total_cost_usd`` is the CLI's estimate:
+        https://code.claude.com/docs/en/agent-sdk/cost-tracking), in stream_success.jsonl:
+        Sonnet 1234 input, 98765 cache reads, 4321 cache writes, 5678 output; Haiku 600 input,
+        40 output; $0.1242 in 7 turns."""
+        execution = self.run_with(agent, invocation, fake, self.completed.script)
+        assert execution.usage == AgentUsage(
+            model=MODEL, input_tokens=104920, cached_input_tokens=98765, cache_write_tokens=4321,
+            output_tokens=5718, reasoning_tokens=None, cost_usd=0.1242, turns=7)
+
+    def test_cache_counters_missing_from_model_usage_come_from_usage(
+        self, agent: Any, invocation: AgentInvocation, fake: FakeCli
+    ) -> None:
+        """A ``modelUsage`` entry without the cache counters (``ModelUsage`` declares
+        ``cacheReadInputTokens`` and ``cacheCreationInputTokens``, some builds leave them out)
+        next to a complete ``usage`` (the Messages API's ``input_tokens``,
+        ``cache_read_input_tokens``, ``cache_creation_input_tokens``): the input is
+        40 + 250000 + 9000, not 40 with unknown cache reads."""
+        stream = events("stream_success.jsonl")
+        stream[-1]["modelUsage"] = {MODEL: {"inputTokens": 40, "outputTokens": 1200,
+                                            "costUSD": 0.11}}
+        stream[-1]["usage"] = {"input_tokens": 40, "cache_read_input_tokens": 250000,
+                               "cache_creation_input_tokens": 9000, "output_tokens": 1200}
+        execution = self.run_with(agent, invocation, fake, Script.from_events(stream))
+        assert execution.usage == AgentUsage(
+            model=MODEL, input_tokens=40 + 250000 + 9000, cached_input_tokens=250000,
+            cache_write_tokens=9000, output_tokens=1200, cost_usd=0.1242, turns=7)
+
+    # ------------------------------------------------------------------ runs
+
+    def test_options_reach_the_command_line(self, spec: Any, invocation: AgentInvocation,
+                                            fake: FakeCli) -> None:
+        agent = spec.factory({"model": "claude-sonnet-4-5", "effort": "medium"})
+        assert agent.run(invocation).status == "completed"
+        assert fake.received(invocation)["argv"] == [*BASE_FLAGS, "--model", "claude-sonnet-4-5",
+                                                     "--effort", "medium"]
+
+    def test_bedrock_provider_gets_the_aws_variables(
+        self, spec: Any, make_invocation: Any, fake: FakeCli, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+        invocation = fake.on_path(make_invocation("demo/anthropic"))
+        assert spec.factory({}).run(invocation).status == "completed"
+        env = fake.received(invocation)["env"]
+        assert "CLAUDE_CODE_USE_BEDROCK" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+        invocation = fake.on_path(make_invocation("demo/bedrock"))
+        assert spec.factory({"provider": "bedrock"}).run(invocation).status == "completed"
+        env = fake.received(invocation)["env"]
+        assert (env["CLAUDE_CODE_USE_BEDROCK"], env["AWS_SECRET_ACCESS_KEY"]) == ("1", "aws-secret")
+
+    def test_a_failure_that_mentions_401_is_not_an_auth_failure(
+        self, agent: Any, invocation: AgentInvocation, fake: FakeCli
+    ) -> None:
+        stream = events("stream_error.jsonl")
+        stream[-1]["duration_ms"] = 14017
+        stream[-1]["errors"] = ["tests failed in test_401_redirect.py"]
+        execution = self.run_with(agent, invocation, fake,
+                                  Script.from_events(stream, exit_code=1))
+        assert execution.status == "failed"
+
+    def test_the_fake_refuses_a_run_without_a_prompt_on_stdin(self, fake: FakeCli) -> None:
+        out = subprocess.run([str(fake.executable), *BASE_FLAGS], input="", capture_output=True,
+                             text=True, timeout=30, check=False)
+        assert out.returncode == 3 and "no prompt on stdin" in out.stderr
+
+    # ------------------------------------------------------------------ check
+
+    def test_check_reports_the_login(self, fake: FakeCli) -> None:
+        agent = make_agent({"executable": str(fake.executable)})
+        check = agent.check()
+        assert (check.installed, check.version, check.authenticated) == (True, VERSION, True)
+        assert json.loads(check.detail)["loggedIn"] is True
+        fake.describe(version=VERSION, replies=[LOGGED_OUT])
+        check = agent.check()
+        assert (check.installed, check.authenticated, check.ready) == (True, False, False)
 
 
-# --------------------------------------------------------------------------- registration
-
-
-def test_registered_through_the_host(register_plugin) -> None:
-    import aka_agent_claude_code
-
-    assert register_plugin(aka_agent_claude_code).agent("claude-code").factory is make_agent
+# --------------------------------------------------------------------------- options
 
 
 def test_schema_accepts_a_full_example_and_rejects_typos() -> None:
@@ -75,7 +160,7 @@ def test_schema_accepts_a_full_example_and_rejects_typos() -> None:
 # --------------------------------------------------------------------------- command line
 
 
-def test_command_line(make_invocation) -> None:
+def test_command_line(make_invocation: Any) -> None:
     invocation = make_invocation()
     agent = make_agent({"model": "claude-opus-4-1", "effort": "high", "max_turns": 40,
                         "max_budget_usd": 2.5, "extra_args": ["--add-dir", "/data"]})
@@ -100,140 +185,6 @@ def test_provider_variables_only_for_that_provider(monkeypatch: pytest.MonkeyPat
         "CLAUDE_CODE_USE_VERTEX": "1", "GOOGLE_APPLICATION_CREDENTIALS": "/keys/gcp.json"}
 
 
-def test_the_fake_refuses_a_command_line_without_the_flags_relied_on(fake: FakeClaude) -> None:
-    out = subprocess.run([str(fake.executable), "-p", "--output-format", "stream-json"],
-                         input="hello", capture_output=True, text=True, timeout=30, check=False)
-    assert out.returncode == 3 and "--verbose" in out.stderr
-    out = subprocess.run([str(fake.executable), *BASE_FLAGS], input="", capture_output=True,
-                         text=True, timeout=30, check=False)
-    assert out.returncode == 3 and "stdin" in out.stderr
-
-
-# --------------------------------------------------------------------------- runs
-
-
-def test_normal_finish(fake: FakeClaude, make_invocation) -> None:
-    invocation = fake.invocation(make_invocation)
-    execution = make_agent(fake.options(model="claude-sonnet-4-5", effort="medium")).run(invocation)
-    assert (execution.agent, execution.status, execution.exit_code) == ("claude-code", "completed", 0)
-    assert execution.version == VERSION
-    assert not execution.timed_out
-    assert execution.usage == SUCCESS_USAGE
-    got = fake.received()
-    assert got["argv"] == [*BASE_FLAGS, "--model", "claude-sonnet-4-5", "--effort", "medium"]
-    assert got["stdin"] == invocation.prompt
-    assert Path(got["cwd"]) == invocation.workspace.resolve()
-    kept = (invocation.logs_dir / "agent.jsonl").read_text(encoding="utf-8").splitlines()
-    assert kept == (FIXTURES / "stream_success.jsonl").read_text(encoding="utf-8").splitlines()
-
-
-def test_the_cli_gets_its_credentials_a_private_home_and_no_other_secrets(
-    fake: FakeClaude, make_invocation, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
-    monkeypatch.setenv("GITHUB_TOKEN", "gh-secret")
-    invocation = fake.invocation(make_invocation)
-    assert make_agent(fake.options()).run(invocation).status == "completed"
-    env = fake.received()["env"]
-    assert env["ANTHROPIC_API_KEY"] == "sk-ant-test"
-    assert "AWS_SECRET_ACCESS_KEY" not in env and "GITHUB_TOKEN" not in env
-    assert "CLAUDE_CODE_USE_BEDROCK" not in env
-    home = invocation.logs_dir / "agent_home"
-    assert env["HOME"] == str(home)
-    assert env["CLAUDE_CONFIG_DIR"] == str(home / ".claude-code")
-
-
-def test_bedrock_provider_gets_the_aws_variables(
-    fake: FakeClaude, make_invocation, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
-    invocation = fake.invocation(make_invocation)
-    assert make_agent(fake.options(provider="bedrock")).run(invocation).status == "completed"
-    env = fake.received()["env"]
-    assert (env["CLAUDE_CODE_USE_BEDROCK"], env["AWS_SECRET_ACCESS_KEY"]) == ("1", "aws-secret")
-
-
-def test_hang_is_stopped_at_the_budget_with_its_child(fake: FakeClaude, make_invocation) -> None:
-    fake.mode("hang")
-    invocation = fake.invocation(make_invocation, timeout_seconds=2)
-    started = time.monotonic()
-    execution = make_agent(fake.options(grace_seconds=1)).run(invocation)
-    elapsed = time.monotonic() - started
-    assert (execution.status, execution.timed_out) == ("timed_out", True)
-    assert elapsed < 2 + 1 + 3, f"took {elapsed:.1f} s for a 2 s budget and 1 s grace"
-    got = fake.received()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and (alive(got["pid"]) or alive(got["child_pid"])):
-        time.sleep(0.05)
-    assert not alive(got["pid"]), "the CLI outlived its budget"
-    assert not alive(got["child_pid"]), "the CLI's child outlived the budget"
-    # stopped before its result event: only the model it announced is known
-    assert execution.usage == AgentUsage(model="claude-sonnet-4-5-20250929")
-
-
-def test_non_zero_exit_is_a_failure_with_its_code(fake: FakeClaude, make_invocation) -> None:
-    fake.mode("fail")
-    execution = make_agent(fake.options()).run(fake.invocation(make_invocation))
-    assert (execution.status, execution.exit_code) == ("failed", 1)
-    assert "the model request failed (simulated)" in execution.message
-    assert execution.usage == ERROR_USAGE
-
-
-def test_not_on_path_is_not_installed(fake: FakeClaude, make_invocation, tmp_path: Path) -> None:
-    (tmp_path / "empty").mkdir()
-    invocation = fake.invocation(make_invocation, path=str(tmp_path / "empty"))
-    execution = make_agent(fake.options()).run(invocation)
-    assert execution.status == "not_installed"
-    assert "'claude' is not on PATH" in execution.message
-
-
-def test_malformed_lines_are_counted_and_kept(fake: FakeClaude, make_invocation) -> None:
-    fake.mode("malformed")
-    invocation = fake.invocation(make_invocation)
-    execution = make_agent(fake.options()).run(invocation)
-    assert execution.status == "completed"
-    assert "4 lines were not JSON" in execution.message
-    assert execution.usage == SUCCESS_USAGE
-    kept = [json.loads(line) for line in
-            (invocation.logs_dir / "agent.jsonl").read_text(encoding="utf-8").splitlines()]
-    unparsed = [e["aka_unparsed_line"] for e in kept if "aka_unparsed_line" in e]
-    assert unparsed[0].startswith("[SandboxDebug]") and unparsed[-1] == "[1, 2, 3]"
-    assert len(unparsed) == 4 and len(kept) == 4 + len(events("stream_success.jsonl"))
-
-
-def test_refused_credentials_are_not_authenticated(fake: FakeClaude, make_invocation) -> None:
-    fake.mode("auth")
-    execution = make_agent(fake.options()).run(fake.invocation(make_invocation))
-    assert (execution.status, execution.exit_code) == ("not_authenticated", 1)
-
-
-def test_a_failure_that_mentions_401_is_not_an_auth_failure(
-    fake: FakeClaude, make_invocation, tmp_path: Path
-) -> None:
-    fixtures = tmp_path / "fixtures"
-    fixtures.mkdir()
-    lines = events("stream_error.jsonl")
-    lines[-1]["duration_ms"] = 14017
-    lines[-1]["errors"] = ["tests failed in test_401_redirect.py"]
-    (fixtures / "stream_error.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
-    fake.mode("fail", FAKE_CLAUDE_FIXTURES=str(fixtures))
-    assert make_agent(fake.options()).run(fake.invocation(make_invocation)).status == "failed"
-
-
-# --------------------------------------------------------------------------- check
-
-
-def test_check_reports_installed_version_and_login(fake: FakeClaude) -> None:
-    agent = make_agent(fake.options(executable=str(fake.executable)))
-    check = agent.check()
-    assert (check.installed, check.version, check.authenticated) == (True, VERSION, True)
-    assert json.loads(check.detail)["loggedIn"] is True
-    fake.mode("normal", FAKE_CLAUDE_AUTH="none")
-    check = agent.check()
-    assert (check.installed, check.authenticated, check.ready) == (True, False, False)
-
-
 def test_status_json_is_believed_before_the_exit_code() -> None:
     agent = ClaudeCodeAgent()
     assert agent.auth_status_ok(0, '{"loggedIn": false, "authMethod": "none"}', "") is False
@@ -242,38 +193,51 @@ def test_status_json_is_believed_before_the_exit_code() -> None:
     assert agent.auth_status_ok(1, "", "error: unknown command 'auth'") is False
 
 
-def test_check_without_the_cli(tmp_path: Path) -> None:
-    check = make_agent({"executable": str(tmp_path / "claude")}).check()
-    assert (check.installed, check.ready) == (False, False)
-
-
 # --------------------------------------------------------------------------- usage
 
 
 def test_usage_from_the_result_usage_when_there_is_no_model_usage() -> None:
-    evs = events("stream_success.jsonl")
-    del evs[-1]["modelUsage"]
-    assert ClaudeCodeAgent().usage(evs) == AgentUsage(
-        model="claude-sonnet-4-5-20250929", input_tokens=1234 + 98765 + 4321,
-        cached_input_tokens=98765, output_tokens=5678, cost_usd=0.1242, turns=7)
+    stream = events("stream_success.jsonl")
+    del stream[-1]["modelUsage"]
+    assert ClaudeCodeAgent().usage(stream) == AgentUsage(
+        model=MODEL, input_tokens=1234 + 98765 + 4321, cached_input_tokens=98765,
+        cache_write_tokens=4321, output_tokens=5678, cost_usd=0.1242, turns=7)
 
 
 def test_usage_leaves_unreported_values_null() -> None:
+    """Without cache counters anywhere, the input total is unknown (not the uncached part)."""
     result = {"type": "result", "subtype": "success", "is_error": False, "num_turns": 3,
               "modelUsage": {"claude-x": {"inputTokens": 10, "outputTokens": 5}}}
     assert ClaudeCodeAgent().usage([result]) == AgentUsage(
-        model="claude-x", input_tokens=10, cached_input_tokens=None, output_tokens=5,
-        cost_usd=None, turns=3)
+        model="claude-x", input_tokens=None, cached_input_tokens=None, cache_write_tokens=None,
+        output_tokens=5, cost_usd=None, turns=3)
     bare = {"type": "result", "subtype": "success", "is_error": False}
     assert ClaudeCodeAgent().usage([bare]) == AgentUsage()
-    assert ClaudeCodeAgent().usage(events("stream_partial.jsonl")) == AgentUsage(
-        model="claude-sonnet-4-5-20250929")
+    assert ClaudeCodeAgent().usage(events("stream_partial.jsonl")) == AgentUsage(model=MODEL)
 
 
 def test_usage_of_a_model_that_misses_a_counter_is_not_summed() -> None:
     result = {"type": "result", "total_cost_usd": 0.5, "num_turns": 2, "modelUsage": {
-        "a": {"inputTokens": 10, "outputTokens": 5, "cacheReadInputTokens": 7},
-        "b": {"inputTokens": 1, "outputTokens": 1}}}
+        "a": {"inputTokens": 10, "outputTokens": 5, "cacheReadInputTokens": 7,
+              "cacheCreationInputTokens": 1},
+        "b": {"inputTokens": 1, "outputTokens": 1, "cacheCreationInputTokens": 0}}}
     usage = ClaudeCodeAgent().usage([result])
-    assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens) == (11, None, 6)
+    assert (usage.input_tokens, usage.cached_input_tokens, usage.cache_write_tokens,
+            usage.output_tokens) == (None, None, 1, 6)
     assert usage.model == "a, b"
+
+
+def test_model_usage_and_usage_are_never_mixed() -> None:
+    """An incomplete ``usage`` does not fill in a complete ``modelUsage``, nor the other way
+    round: the two need not cover the same models (subagents are only in ``modelUsage``)."""
+    complete = {"inputTokens": 10, "outputTokens": 5, "cacheReadInputTokens": 7,
+                "cacheCreationInputTokens": 3}
+    result = {"type": "result", "modelUsage": {"a": complete, "b": dict(complete)},
+              "usage": {"input_tokens": 10, "output_tokens": 5}}
+    usage = ClaudeCodeAgent().usage([result])
+    assert (usage.input_tokens, usage.cached_input_tokens, usage.cache_write_tokens,
+            usage.output_tokens) == (40, 14, 6, 10)
+    result = {"type": "result", "modelUsage": {"a": {"inputTokens": 10, "outputTokens": 5}},
+              "usage": {"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 2}}
+    usage = ClaudeCodeAgent().usage([result])
+    assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens) == (None, None, 5)

@@ -10,11 +10,23 @@ prompt goes on stdin rather than as an argument: flags that take several values 
 ``--add-dir`` ...) in ``extra_args`` would otherwise swallow a trailing prompt, and stdin has no
 argument-length limit.
 
-Usage comes only from the final ``{"type": "result"}`` event: token counts summed over its
-``modelUsage`` (every model the session used, subagents included), or its ``usage`` when there is no
-``modelUsage``; cost from ``total_cost_usd``; turns from ``num_turns``. The per-message usage of
-``assistant`` events is not read: their ``output_tokens`` are streaming placeholders. A run stopped
-before the result event (at the time budget) reports no tokens, cost or turns.
+Usage comes only from the final ``{"type": "result"}`` event (the Agent SDK's ``SDKResultMessage``):
+
+- token counts from its ``modelUsage`` (``inputTokens``, ``cacheReadInputTokens``,
+  ``cacheCreationInputTokens``, ``outputTokens`` per model: every model the session used,
+  subagents included) when every model carries all four; otherwise from its ``usage`` (the
+  Messages API's ``input_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens``,
+  ``output_tokens``) when that carries all four; otherwise from the first of the two there is, as
+  it stands (a counter it lacks is None). The two sources are never mixed: they need not cover
+  the same models.
+- The API counts cache reads and writes apart from ``input_tokens``, so aka's ``input_tokens`` is
+  their sum, and None when one of the three is missing (a missing counter is not 0).
+- ``cost_usd`` from ``total_cost_usd`` (else the sum of ``costUSD``); ``turns`` from
+  ``num_turns``; no reasoning count (the API includes thinking in ``output_tokens``).
+
+The per-message usage of ``assistant`` events is not read: their ``output_tokens`` are streaming
+placeholders. A run stopped before the result event (at the time budget) reports no tokens, cost
+or turns.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
 from jsonschema import Draft202012Validator
 
 from aka_core import hookimpl
@@ -124,17 +137,16 @@ class ClaudeCodeAgent(CliAgent):
         if result is None:
             return AgentUsage(model=model)
         per_model = result.get("modelUsage")
-        tokens = tokens_from_model_usage(per_model)
-        if tokens is None:
-            tokens = tokens_from_usage(result.get("usage"))
+        tokens = result_tokens(per_model, result.get("usage"))
         cost = as_float(result.get("total_cost_usd"))
         if cost is None and isinstance(per_model, dict) and per_model:
             cost = _sum_reported(per_model.values(), "costUSD", as_float)
         if model is None and isinstance(per_model, dict) and per_model:
             model = ", ".join(sorted(per_model))
-        return AgentUsage(model=model, input_tokens=tokens[0], cached_input_tokens=tokens[1],
-                          output_tokens=tokens[2], cost_usd=cost,
-                          turns=as_int(result.get("num_turns")))
+        return AgentUsage(model=model, input_tokens=tokens.input_tokens,
+                          cached_input_tokens=tokens.cache_read,
+                          cache_write_tokens=tokens.cache_write, output_tokens=tokens.output,
+                          cost_usd=cost, turns=as_int(result.get("num_turns")))
 
     def auth_status_ok(self, returncode: int, stdout: str, stderr: str) -> bool | None:
         """``claude auth status`` prints JSON with ``loggedIn`` (and exits 1 when it is false);
@@ -173,17 +185,47 @@ def session_model(events: list[dict[str, Any]]) -> str | None:
     return None
 
 
-Tokens = tuple[int | None, int | None, int | None]
-"""(input tokens including cache reads and writes, cache reads, output tokens)."""
+@attrs.frozen
+class Tokens:
+    """The Messages API's disjoint counters of one source (``modelUsage`` or ``usage``); None where
+    the source does not carry a counter."""
+
+    uncached: int | None
+    cache_read: int | None
+    cache_write: int | None
+    output: int | None
+
+    @property
+    def complete(self) -> bool:
+        return None not in (self.uncached, self.cache_read, self.cache_write, self.output)
+
+    @property
+    def input_tokens(self) -> int | None:
+        """Every prompt token: the API counts cache reads and writes apart from ``input_tokens``,
+        so a total with one of them missing would be short."""
+        if self.uncached is None or self.cache_read is None or self.cache_write is None:
+            return None
+        return self.uncached + self.cache_read + self.cache_write
 
 
-def tokens_from_usage(usage: Any) -> Tokens:
-    """From the result's ``usage`` (the Messages API's snake_case fields)."""
+def result_tokens(per_model: Any, usage: Any) -> Tokens:
+    """The counters of the first complete source, ``modelUsage`` (it covers every model) then
+    ``usage``; when neither is complete, the first there is, as it stands (never a mix of the two,
+    which need not cover the same models)."""
+    sources = [t for t in (tokens_from_model_usage(per_model), tokens_from_usage(usage))
+               if t is not None]
+    if not sources:
+        return Tokens(None, None, None, None)
+    return next((t for t in sources if t.complete), sources[0])
+
+
+def tokens_from_usage(usage: Any) -> Tokens | None:
+    """From the result's ``usage`` (the Messages API's snake_case fields); None without one."""
     if not isinstance(usage, Mapping):
-        return (None, None, None)
-    return _combine(as_int(usage.get("input_tokens")), as_int(usage.get("cache_read_input_tokens")),
-                    as_int(usage.get("cache_creation_input_tokens")),
-                    as_int(usage.get("output_tokens")))
+        return None
+    return Tokens(as_int(usage.get("input_tokens")), as_int(usage.get("cache_read_input_tokens")),
+                  as_int(usage.get("cache_creation_input_tokens")),
+                  as_int(usage.get("output_tokens")))
 
 
 def tokens_from_model_usage(per_model: Any) -> Tokens | None:
@@ -194,18 +236,10 @@ def tokens_from_model_usage(per_model: Any) -> Tokens | None:
     entries = list(per_model.values())
     if not all(isinstance(e, Mapping) for e in entries):
         return None
-    return _combine(_sum_reported(entries, "inputTokens", as_int),
-                    _sum_reported(entries, "cacheReadInputTokens", as_int),
-                    _sum_reported(entries, "cacheCreationInputTokens", as_int),
-                    _sum_reported(entries, "outputTokens", as_int))
-
-
-def _combine(uncached: int | None, cache_read: int | None, cache_write: int | None,
-             output: int | None) -> Tokens:
-    """The API counts cache reads and writes apart from ``input_tokens``; aka's input_tokens is
-    every prompt token, with the cache reads also given alone as cached_input_tokens."""
-    total = None if uncached is None else uncached + (cache_read or 0) + (cache_write or 0)
-    return (total, cache_read, output)
+    return Tokens(_sum_reported(entries, "inputTokens", as_int),
+                  _sum_reported(entries, "cacheReadInputTokens", as_int),
+                  _sum_reported(entries, "cacheCreationInputTokens", as_int),
+                  _sum_reported(entries, "outputTokens", as_int))
 
 
 def _sum_reported(entries: Any, key: str, convert: Callable[[Any], Any]) -> Any:

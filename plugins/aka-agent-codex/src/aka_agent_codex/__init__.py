@@ -12,10 +12,15 @@ The shared runtime (``aka_core.agent_runtime``) runs it in the workspace, stream
 the command line and the reading of usage from Codex's own events:
 
 - ``turn.completed`` carries ``usage`` with ``input_tokens``, ``cached_input_tokens`` and
-  ``output_tokens``. Codex fills it from the thread's running total (not a per-turn delta), so the
-  last ``turn.completed`` holds the whole run's tokens; ``codex exec`` stops after its one turn.
-- ``turns`` is the number of ``turn.completed`` events; the format has no cost, so ``cost_usd``
-  stays None.
+  ``output_tokens`` (``Usage`` in ``codex-rs/exec/src/exec_events.rs``). Codex fills it from the
+  thread's running total (not a per-turn delta), so the last ``turn.completed`` holds the whole
+  run's tokens. OpenAI counts cached tokens inside ``input_tokens``, which is therefore aka's
+  ``input_tokens`` as it stands. Builds that add ``reasoning_output_tokens`` and
+  ``cache_write_input_tokens`` (the names of Codex's own ``TokenUsage``) to that object have them
+  read too; otherwise reasoning and cache writes stay None.
+- The format has no cost and no count of turns or model steps (a ``turn.completed`` ends the one
+  turn of ``codex exec``, however many model calls it took), so ``cost_usd`` and ``turns`` stay
+  None.
 - No event names the model. ``model`` is the one this agent passed with ``-m`` (None when Codex
   chose its default), or the target of a ``model rerouted: A -> B`` notice when Codex reports one.
 """
@@ -115,11 +120,9 @@ class CodexAgent(CliAgent):
     def usage(self, events: list[dict[str, Any]]) -> AgentUsage:
         model = self.options.get("model")
         last: dict[str, Any] | None = None
-        turns = 0
         for event in events:
             kind = event.get("type")
             if kind == "turn.completed":
-                turns += 1
                 tokens = event.get("usage")
                 last = tokens if isinstance(tokens, dict) else {}
             elif kind == "item.completed":
@@ -129,11 +132,13 @@ class CodexAgent(CliAgent):
         tokens = last or {}
         return AgentUsage(
             model=model or None,
-            input_tokens=as_int(tokens.get("input_tokens")),
+            input_tokens=as_int(tokens.get("input_tokens")),  # cached tokens included
             cached_input_tokens=as_int(tokens.get("cached_input_tokens")),
+            cache_write_tokens=as_int(tokens.get("cache_write_input_tokens")),
             output_tokens=as_int(tokens.get("output_tokens")),
+            reasoning_tokens=as_int(tokens.get("reasoning_output_tokens")),
             cost_usd=None,  # Codex reports no cost
-            turns=turns or None,
+            turns=None,  # nor a count of turns: turn.completed events are not one
         )
 
     def check(self) -> AgentCheck:

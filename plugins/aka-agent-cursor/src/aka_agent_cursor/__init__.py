@@ -11,9 +11,14 @@ the command line and the reading of usage from Cursor's own events:
 
 - the model is the ``model`` of the ``system``/``init`` event (Cursor's display name);
 - token counts come from a ``usage`` object on the terminal ``result`` event, when the CLI writes
-  one (``inputTokens``, ``cacheReadTokens``, ``outputTokens``); Cursor's output-format reference
-  does not list that object, so a CLI that does not write it leaves the counts None;
-- cost and turns are never reported by the format, so they stay None.
+  one (``inputTokens``, ``outputTokens``, ``cacheReadTokens``, ``cacheWriteTokens``); Cursor's
+  output-format reference does not list that object, so a CLI that does not write it leaves the
+  counts None;
+- its ``inputTokens`` excludes the cached tokens (the object counts reads and writes apart, as the
+  Anthropic API does), so aka's ``input_tokens`` is the sum of the three, and None when one of
+  them is missing; ``cached_input_tokens`` is ``cacheReadTokens``, ``cache_write_tokens``
+  ``cacheWriteTokens``;
+- cost, reasoning and turns are never reported by the format, so they stay None.
 """
 
 from __future__ import annotations
@@ -89,10 +94,14 @@ class CursorAgent(CliAgent):
         tokens = (result or {}).get("usage")
         if not isinstance(tokens, dict):
             tokens = {}
+        uncached = as_int(tokens.get("inputTokens"))
+        read = as_int(tokens.get("cacheReadTokens"))
+        write = as_int(tokens.get("cacheWriteTokens"))
         return AgentUsage(
             model=model,
-            input_tokens=as_int(tokens.get("inputTokens")),
-            cached_input_tokens=as_int(tokens.get("cacheReadTokens")),
+            input_tokens=prompt_tokens(uncached, read, write),
+            cached_input_tokens=read,
+            cache_write_tokens=write,
             output_tokens=as_int(tokens.get("outputTokens")),
             cost_usd=None,  # the format has no cost
             turns=None,  # the format does not define turns
@@ -103,6 +112,14 @@ class CursorAgent(CliAgent):
         saying that nobody is logged in."""
         text = f"{stdout}\n{stderr}".lower()
         return returncode == 0 and not any(m in text for m in STATUS_LOGGED_OUT_MARKERS)
+
+
+def prompt_tokens(uncached: int | None, read: int | None, write: int | None) -> int | None:
+    """Every prompt token, from the result's disjoint counters; None when one is missing (a
+    total without it would be short, and a missing count is not 0)."""
+    if uncached is None or read is None or write is None:
+        return None
+    return uncached + read + write
 
 
 def make_agent(options: dict[str, Any]) -> CursorAgent:

@@ -9,10 +9,20 @@ sets the model when ``model`` is given), ``--json`` makes stdout newline-delimit
 ``-`` reads the task from stdin. ``DSH_PERMISSION_MODE`` (default ``workspace-write``) confines the
 agent's file effects to its working directory, which is the workspace.
 
-Usage comes only from the event stream: each ``{"type": "status", "phase": "step_end"}`` event
-carries the provider's token counts for that model step (``inputTokens`` without cache reads,
-``cacheReadTokens``, ``cacheWriteTokens``, ``outputTokens``). The stream reports no model name and
-no cost, so those stay None.
+Usage comes only from the event stream (``packages/bundle/headless/src/json-stream.ts``): each
+``{"type": "status", "phase": "step_end", "turn", "step"}`` event carries the provider's token
+counts for that model step (``inputTokens``, ``outputTokens``, and ``cacheReadTokens``,
+``cacheWriteTokens``, ``reasoningTokens`` where the provider reported them), all of its attempts
+summed, or no ``usage`` at all when an attempt went unreported. dsh's counts are disjoint:
+``inputTokens`` excludes the cache reads and writes it reports apart, and nothing is taken out of
+it for a bucket it does not report; aka's ``input_tokens`` adds them back. The stream has no
+run-level total, no model name and no cost (those two stay None).
+
+The totals are sums over the steps, so they are only right if every ``step_end`` was read. Past
+``MAX_EVENTS_KEPT`` events the runtime keeps only the first events and the latest; since dsh numbers
+the steps of a turn 1, 2, 3 ..., a gap in the numbering of the ``step_end`` events kept shows that
+steps were dropped, and then no total (tokens or steps) is reported rather than a partial one.
+Events dropped between two kept steps (text, tool calls) change nothing.
 """
 
 from __future__ import annotations
@@ -133,41 +143,67 @@ class DeepSeekAgent(CliAgent):
         """Sums the per-step usage of ``status``/``step_end`` events.
 
         ``input_tokens`` counts every prompt token, cache hits included (the DeepSeek API's
-        ``prompt_tokens``); dsh reports ``inputTokens`` without cache reads and writes, so they are
-        added back. A step without usage (dsh omits it when any attempt went unreported) makes the
-        totals unknown, and a step without ``cacheReadTokens`` makes the cached total unknown: a
-        partial sum would read as an exact one.
+        ``prompt_tokens``): ``inputTokens`` plus the cache reads and writes dsh reports apart. A
+        step without usage makes every token total unknown, and a step without one of the optional
+        buckets (``cacheReadTokens``, ``cacheWriteTokens``, ``reasoningTokens``) makes that
+        bucket's total unknown: a partial sum would read as an exact one. So does a step the
+        runtime dropped from a very long stream, for every total.
         """
-        if _start_was_dropped(events):
-            return AgentUsage()
         steps = [e for e in events if e.get("type") == "status" and e.get("phase") == "step_end"]
-        if not steps:
+        if not steps or steps_were_dropped(events, steps):
             return AgentUsage()
         inputs: list[int | None] = []
-        outputs: list[int | None] = []
         cached: list[int | None] = []
+        written: list[int | None] = []
+        outputs: list[int | None] = []
+        reasoning: list[int | None] = []
         for step in steps:
             usage = step.get("usage")
             usage = usage if isinstance(usage, dict) else {}
             uncached = as_int(usage.get("inputTokens"))
             read = as_int(usage.get("cacheReadTokens"))
             write = as_int(usage.get("cacheWriteTokens"))
+            # A bucket dsh does not report was not taken out of inputTokens (its DeepSeek
+            # translation subtracts the cache hits only when the API reports them): 0 to add back.
             inputs.append(None if uncached is None else uncached + (read or 0) + (write or 0))
-            outputs.append(as_int(usage.get("outputTokens")))
             cached.append(read)
+            written.append(write)
+            outputs.append(as_int(usage.get("outputTokens")))
+            reasoning.append(as_int(usage.get("reasoningTokens")))
         return AgentUsage(input_tokens=_total(inputs), cached_input_tokens=_total(cached),
-                          output_tokens=_total(outputs), turns=len(steps))
+                          cache_write_tokens=_total(written), output_tokens=_total(outputs),
+                          reasoning_tokens=_total(reasoning), turns=len(steps))
 
 
 def _total(values: list[int | None]) -> int | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
-def _start_was_dropped(events: list[dict[str, Any]]) -> bool:
-    """The runtime keeps only the latest events of a very long run; once the opening ``session``
-    event is gone, earlier steps are missing and no sum over the rest would be a total."""
-    return (len(events) >= MAX_EVENTS_KEPT // 2
-            and (not events or events[0].get("type") != "session"))
+def steps_were_dropped(events: list[dict[str, Any]], steps: list[dict[str, Any]]) -> bool:
+    """Whether the runtime dropped any ``step_end`` event of a very long stream.
+
+    The runtime trims its list once it passes ``MAX_EVENTS_KEPT`` events, by half of that, so a
+    trimmed list still holds more than ``MAX_EVENTS_KEPT // 2``: a list no longer than that is
+    whole. In a longer one, the ``step_end`` events kept must number the steps without a gap: 1,
+    2, 3 ... in a turn (the first at 1), and a next turn going on from 1 or from the last step.
+    Anything else, a missing number included, counts as dropped.
+    """
+    if len(events) <= MAX_EVENTS_KEPT // 2:
+        return False
+    previous: tuple[int, int] | None = None
+    for event in steps:
+        turn, step = as_int(event.get("turn")), as_int(event.get("step"))
+        if turn is None or step is None:
+            return True
+        if previous is None:
+            follows = step == 1
+        else:
+            follows = ((turn == previous[0] and step == previous[1] + 1)
+                       or (turn == previous[0] + 1 and step in (1, previous[1] + 1)))
+        if not follows:
+            return True
+        previous = (turn, step)
+    return False
 
 
 def make_agent(options: dict[str, Any]) -> DeepSeekAgent:
