@@ -121,6 +121,28 @@ def digest_tree() -> dict[str, str]:
     return digests
 
 
+LEFTOVER_MARK = b"aka-redteam-leftover"
+
+
+def leftover_processes() -> list[int]:
+    """Processes an exploit started (they carry ``LEFTOVER_MARK`` on their command line) that
+    are still alive after its evaluation; they are killed, and reported."""
+    import os
+    import signal
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if LEFTOVER_MARK in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+                os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            continue
+    return found
+
+
 def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
@@ -146,8 +168,13 @@ def evaluate_exploit(exploit: Exploit, device: str = "auto") -> dict[str, Any]:
         "persistent_changes": changed(before, after),
     }
     problems = []
-    if verdict["accepted"] or verdict["score"] != 0:
+    # An exploit that lists no failure kind may be accepted (it computes honestly with the
+    # baseline's kernel and attacks something else): it must still earn nothing.
+    if verdict["score"] != 0 or (verdict["accepted"] and exploit.kinds):
         problems.append(f"paid: accepted={verdict['accepted']} score={verdict['score']}")
+    leftovers = leftover_processes()
+    if leftovers:
+        problems.append(f"processes outlived the evaluation: {leftovers}")
     if verdict["persistent_changes"]:
         problems.append(f"changed files: {verdict['persistent_changes'][:5]}")
     if exploit.status != verdict["status"]:

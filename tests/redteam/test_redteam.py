@@ -25,7 +25,7 @@ CPU_EXPLOITS = harness.load_exploits("cpu")
 def test_the_suite_is_large_and_covers_every_class() -> None:
     every = harness.load_exploits()
     classes = {e.attack_class for e in every}
-    assert len(every) >= 40
+    assert len(every) >= 50
     assert {"forged_result_channel", "patched_judge", "persistent_poisoning", "reads_secrets",
             "escape_confinement", "task_rules", "deadlines", "knows_checked_calls",
             "work_escapes_window", "slows_baseline", "returns_cached_answer",
