@@ -99,7 +99,15 @@ def runtime_facts(host: PluginHost | None = None) -> dict[str, Any]:
         },
         "python_headers": bool(include) and (Path(include) / "Python.h").is_file(),
         "backends": backend_readiness(host),
+        "confinement": confinement_facts(),
     }
+
+
+def confinement_facts() -> dict[str, Any]:
+    """Can runners be confined here (Landlock, network), and CLI agents (bubblewrap)?"""
+    from aka_core import agent_sandbox, sandbox
+
+    return {"runners": sandbox.availability(), "bwrap": agent_sandbox.bwrap_path()}
 
 
 def backend_readiness(host: PluginHost) -> dict[str, dict[str, Any]]:
@@ -166,6 +174,7 @@ def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
                                           "performance is not measured" if target else
                                           "give --target to check it against a GPU model"))
         _backend_checks(facts, target, add)
+        _confinement_checks(facts, add)
         return checks
     if not gpu:
         build = str(torch or "")
@@ -181,6 +190,7 @@ def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
             f"{mismatch}; change target_gpu_model or run on a host with a {target.name}")
 
     _backend_checks(facts, target, add)
+    _confinement_checks(facts, add)
     tools = facts.get("tools") or {}
     missing = [what for what, present in (("a C compiler", tools.get("cc")),
                                           ("Python's headers (Python.h)",
@@ -190,6 +200,23 @@ def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
         f"missing {' and '.join(missing)}: Triton compiles its GPU launcher with them on first "
         "use (Debian/Ubuntu: apt-get install gcc python3-dev)")
     return checks
+
+
+def _confinement_checks(facts: Mapping[str, Any], add: Any) -> None:
+    facts = facts.get("confinement") or {}
+    runners = facts.get("runners") or {}
+    if runners:
+        ok = bool(runners.get("confined"))
+        add("confinement", ok, (
+            f"runners are confined: Landlock ABI {runners.get('landlock_abi')}, network "
+            f"{runners.get('network')}, capabilities {runners.get('capabilities')}") if ok else
+            f"runners cannot be confined here ({runners.get('error') or runners}): evaluations "
+            "with evaluation.confinement: required (the default) end as infra_error; use a Linux "
+            "5.13+ kernel with Landlock enabled, or set confinement: best_effort")
+    if "bwrap" in facts:
+        bwrap = facts.get("bwrap")
+        add("agent confinement", True, f"CLI agents run in bubblewrap ({bwrap})" if bwrap else
+            "bubblewrap is not installed: CLI agents run unconfined (apt-get install bubblewrap)")
 
 
 def _backend_checks(facts: Mapping[str, Any], target: Any, add: Any) -> None:
