@@ -366,18 +366,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from aka_core.interrupt import EXIT_SIGTERM, Interrupted, sigterm_interrupts
     from aka_core.logging_setup import configure_logging
 
     args = build_parser().parse_args(argv)
     configure_logging(level=args.log_level)
     try:
-        return int(args.func(args))
+        # SIGTERM, like Ctrl-C, stops what aka started (an agent CLI in its own session, a
+        # judge) before aka exits, instead of ending aka alone.
+        with sigterm_interrupts():
+            return int(args.func(args))
     except AkaError as exc:
         print(f"aka: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("aka: interrupted; resume with `aka run --resume RUN_DIR`", file=sys.stderr)
         return 130
+    except Interrupted as exc:
+        print(f"aka: {exc}; what it had started (an agent CLI, a judge) was stopped; resume "
+              "with `aka run --resume RUN_DIR`", file=sys.stderr)
+        return EXIT_SIGTERM
     except BrokenPipeError:
         return EXIT_FAILURE
 

@@ -3,12 +3,20 @@
 Every step dispatches by name through the plugin host (task format, agent, backend, scorer).
 A failure in one task becomes that task's result (status ``error`` with the reason); it never
 stops the run. The task result is the record of truth; the agent's own message is never a verdict.
+
+An agent whose provider failed (rate-limited, a server or network failure: ``PROVIDER_FAILURES``)
+is started again per ``agent.retry``; when retries run out the task ends as ``infra_error``,
+unjudged, since nothing about the candidate was learned. When aka itself is stopped (Ctrl-C,
+SIGTERM) during a task, the task gets no result (``aka run --resume`` redoes it) but its folder gets
+``interrupted.json``: the signal, the step it stopped, and when.
 """
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import os
+import shutil
 import time
 import traceback
 from collections.abc import Callable
@@ -24,7 +32,9 @@ from aka_core.errors import ConfigError
 from aka_core.evaluation import evaluate
 from aka_core.evaluation.request import EvaluationRequest, SideRef, cases_for
 from aka_core.host import PluginHost
+from aka_core.interrupt import INTERRUPTS, signal_name
 from aka_core.models import (
+    PROVIDER_FAILURES,
     Acceptance,
     AgentExecution,
     EvaluationSummary,
@@ -79,6 +89,12 @@ def task_dir(run_dir: Path, task_id: str) -> Path:
 
 
 AGENT_PHASE_FILE = "agent_phase.json"
+INTERRUPTED_FILE = "interrupted.json"
+"""In a task folder without a result: aka was stopped while it ran the task (``record_interruption``)."""
+
+_STEP: contextvars.ContextVar[str] = contextvars.ContextVar("aka_task_step", default="select")
+"""The step the current task is in (select, workspace, agent, integrity, evaluation, which
+includes scoring): what an interruption record names."""
 
 
 @attrs.frozen(kw_only=True)
@@ -143,8 +159,13 @@ def _guarded(ctx: TaskContext, task_id: str,
     started = time.monotonic()
     base: dict[str, Any] = {"task_id": task_id, "started_at": now_iso()}
     structlog.contextvars.bind_contextvars(task=task_id)
+    _STEP.set("select")
     try:
         result = step(base)
+    except INTERRUPTS as exc:  # aka is stopping: no result, so that --resume redoes the task
+        record_interruption(ctx.run_dir, task_id, exc, base["started_at"],
+                            round(time.monotonic() - started, 3))
+        raise
     except Exception as exc:
         log.error("task failed", error=f"{type(exc).__name__}: {exc}")
         result = TaskResult(status="error", error=f"{type(exc).__name__}: {exc}",
@@ -160,6 +181,27 @@ def _guarded(ctx: TaskContext, task_id: str,
     return result
 
 
+def record_interruption(run_dir: Path, task_id: str, exc: BaseException, started_at: str,
+                        seconds: float) -> None:
+    """Write ``interrupted.json`` in the task's folder: aka was stopped during this task. The
+    folder (and this record) is moved under ``.interrupted/`` when the run is resumed."""
+    step = _STEP.get()
+    sig = signal_name(exc)
+    record = {
+        "task_id": task_id, "signal": sig, "step": step, "started_at": started_at,
+        "interrupted_at": now_iso(), "seconds": seconds,
+        "message": f"aka was stopped by {sig} during the {step} step"
+                   + (" (the agent CLI and the processes it started were stopped)"
+                      if step == "agent" else "")
+                   + "; the task has no result: `aka run --resume RUN_DIR` runs it again",
+    }
+    log.warning("task interrupted", signal=sig, step=step)
+    try:
+        write_json_atomic(task_dir(run_dir, task_id) / INTERRUPTED_FILE, record)
+    except OSError as exc_:  # never hide the interruption itself
+        log.error("cannot record the interruption", error=str(exc_))
+
+
 def _agent_phase(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> AgentPhase | TaskResult:
     # 1. Select
     task = load_task(ctx.tasks_root.joinpath(*task_id.split("/")), task_id, ctx.host)
@@ -170,6 +212,7 @@ def _agent_phase(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> AgentP
         log.info("task skipped", reason=reason)
         return TaskResult(status="skipped", skip_reason=reason, **base)
     # 2. Workspace
+    _STEP.set("workspace")
     tdir = task_dir(ctx.run_dir, task_id)
     workspace, baseline, logs = tdir / "workspace", tdir / "baseline", tdir / "logs"
     remove_tree(workspace)
@@ -178,10 +221,22 @@ def _agent_phase(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> AgentP
     baseline_before = preserve_baseline(task, baseline)  # read-only, verified after the agent
     before = prepare_workspace(task, workspace)
     # 3. Agent
+    _STEP.set("agent")
     execution = run_agent(ctx, task, workspace, logs)
     write_json_atomic(agent_cost_path(ctx.run_dir, task_id),
                       {"task_id": task_id, "agent": execution.agent,
                        **unstructure(execution.usage)})
+    if execution.status in PROVIDER_FAILURES:
+        # The provider, not the agent nor its candidate, failed: nothing to judge or score.
+        log.warning("agent step failed outside the agent", status=execution.status,
+                    attempts=execution.attempts)
+        what = ("was rate-limited by its provider" if execution.status == "rate_limited"
+                else "failed for reasons outside the agent (its provider or the network)")
+        return TaskResult(
+            status="infra_error", agent_execution=execution,
+            error=f"the agent {what} in each of its {execution.attempts} attempt(s) "
+                  f"({execution.message}); the candidate was not judged: run the task again "
+                  "later (agent.retry sets the retries)", **base)
     return AgentPhase(base=dict(base), execution=execution, workspace_before=before,
                       task_before=task_before, baseline_before=baseline_before)
 
@@ -193,17 +248,59 @@ def _evaluation_phase(ctx: TaskContext, phase: AgentPhase) -> TaskResult:
     tdir = task_dir(ctx.run_dir, task_id)
     workspace, baseline, logs = tdir / "workspace", tdir / "baseline", tdir / "logs"
     # 4. Integrity
+    _STEP.set("integrity")
     integrity = check_and_restore(task, workspace, phase.workspace_before)
     outside = check_outside_workspace(task, baseline, phase.task_before, phase.baseline_before)
     if outside:
         log.warning("task files changed outside the workspace", files=outside)
         integrity = attrs.evolve(integrity, outside_changes=tuple(outside))
     # 5-6. Evaluate and score (7. Record: the caller writes the result)
+    _STEP.set("evaluation")
     return evaluate_and_score(ctx, task, workspace, baseline, logs, phase.execution, integrity,
                               base)
 
 
 def run_agent(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> AgentExecution:
+    """The agent step, started again per ``agent.retry`` while its provider fails: each retry
+    waits its backoff, starts from the task's initial workspace, and keeps the earlier attempt's
+    logs as ``agent.attempt-N.*``. The execution returned is the last attempt's."""
+    retry = ctx.config.agent.retry
+    attempt, retried = 1, 0
+    history: list[str] = []
+    while True:
+        execution = _run_agent_once(ctx, task, workspace, logs)
+        if retried >= retry.retries(execution.status) or execution.status not in PROVIDER_FAILURES:
+            break
+        retried += 1
+        wait = retry.backoff(retried)
+        history.append(f"attempt {attempt}: {execution.status}")
+        log.warning("agent attempt failed outside the agent; retrying", status=execution.status,
+                    attempt=attempt, wait_seconds=wait, message=execution.message)
+        _set_attempt_aside(logs, attempt)
+        time.sleep(wait)
+        remove_tree(workspace)
+        prepare_workspace(task, workspace)
+        attempt += 1
+    if attempt == 1:
+        return execution
+    note = f"attempt {attempt}; earlier: " + ", ".join(history) + \
+        f" (their logs: {logs.name}/agent.attempt-N.*)"
+    return attrs.evolve(execution, attempts=attempt,
+                        message=f"{note}; {execution.message}" if execution.message else note)
+
+
+def _set_attempt_aside(logs: Path, attempt: int) -> None:
+    """Keep an attempt's event stream and stderr before the next attempt appends to them."""
+    for name, suffix in (("agent.jsonl", "jsonl"), ("agent.stderr.log", "stderr.log")):
+        path = logs / name
+        if path.exists():
+            path.rename(logs / f"agent.attempt-{attempt}.{suffix}")
+    home = logs / "agent_home"
+    if home.is_dir():  # a fresh private home, as the first attempt had
+        shutil.move(str(home), str(logs / f"agent_home.attempt-{attempt}"))
+
+
+def _run_agent_once(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> AgentExecution:
     cfg = ctx.config.agent
     started = time.monotonic()
     structlog.contextvars.bind_contextvars(agent=cfg.template)

@@ -16,6 +16,28 @@ import attrs
 
 
 @attrs.frozen(kw_only=True)
+class AgentRetry:
+    """How often the lifecycle runs a task's agent again when its provider, not the agent, failed:
+    ``rate_limited`` more times after a rate-limited attempt, ``infra_error`` more times after an
+    infrastructure failure (provider outage, network). Attempt ``n`` waits ``backoff_seconds *
+    backoff_factor ** (n - 1)`` before it starts. When retries run out, the task ends with status
+    ``infra_error`` (not judged, not the candidate's fault)."""
+
+    rate_limited: int = 2
+    infra_error: int = 0
+    backoff_seconds: float = 60.0
+    backoff_factor: float = 2.0
+
+    def retries(self, status: str) -> int:
+        """How many retries an attempt that ended with agent status ``status`` gets."""
+        return {"rate_limited": self.rate_limited, "infra_error": self.infra_error}.get(status, 0)
+
+    def backoff(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1, 2, ...)."""
+        return self.backoff_seconds * self.backoff_factor ** (retry - 1)
+
+
+@attrs.frozen(kw_only=True)
 class AgentConfig:
     template: str
     budget_mode: Literal["time"] = "time"
@@ -23,6 +45,7 @@ class AgentConfig:
     evaluation_reserve_seconds: float = 120.0
     """Part of ``timeout_seconds`` kept for the final evaluation (at most half of it)."""
     options: dict[str, Any] = attrs.Factory(dict)
+    retry: AgentRetry = attrs.Factory(AgentRetry)
 
     @property
     def agent_seconds(self) -> float:
@@ -233,7 +256,17 @@ class AgentUsage:
     turns: int | None = None
 
 
-AgentStatus = Literal["completed", "failed", "timed_out", "not_installed", "not_authenticated"]
+AgentStatus = Literal["completed", "failed", "timed_out", "not_installed", "not_authenticated",
+                      "rate_limited", "max_turns", "budget_exhausted", "infra_error"]
+"""How an agent's step ended (docs/agents.md, "Status"): ``completed``; ``failed`` (the agent's own
+failure); ``timed_out`` (stopped at the time budget); ``max_turns`` and ``budget_exhausted`` (the
+CLI stopped at the turn or spending limit it was given); ``not_installed`` and
+``not_authenticated`` (fix the setup); ``rate_limited`` and ``infra_error`` (the provider or the
+network failed, not the agent: the lifecycle retries them per ``agent.retry`` and, when retries
+run out, ends the task as ``infra_error`` without judging it)."""
+
+PROVIDER_FAILURES: tuple[str, ...] = ("rate_limited", "infra_error")
+"""Agent statuses that are not the agent's (nor the candidate's) doing: never scored."""
 
 
 @attrs.frozen(kw_only=True)
@@ -248,6 +281,9 @@ class AgentExecution:
     usage: AgentUsage = attrs.Factory(AgentUsage)
     confinement: dict[str, Any] | None = None
     """How the agent was confined (``aka_core.agent_sandbox``); None for in-process agents."""
+    attempts: int = 1
+    """How many times the agent was started for this task (retries after rate limits or
+    infrastructure failures included); this record is of the last attempt."""
 
 
 @attrs.frozen(kw_only=True)
@@ -300,9 +336,10 @@ class ScoreOutcome:
 
 
 TaskStatus = Literal["completed", "compile_only", "skipped", "error", "infra_error"]
-"""``infra_error``: the evaluator or the host failed (a worker killed from outside, a missing
-compiler, confinement unavailable, the GPU taken by another process): the candidate was not
-judged, the score is 0 and means nothing; retry."""
+"""``infra_error``: the evaluator, the host or the agent's provider failed (a worker killed from
+outside, a missing compiler, confinement unavailable, the GPU taken by another process, the agent
+rate-limited or its provider down past its retries): the candidate was not judged, the score is 0
+and means nothing; retry."""
 
 
 @attrs.frozen(kw_only=True)

@@ -27,8 +27,10 @@ first run and on a resume; the visibility variables are in its environment befor
 reads them; the pid in a claim is the process running that task, so SIGKILL loses only its
 current task attempt; and there is no pool, pipe or semaphore whose owner can die holding it.
 Workers share ``aka``'s process group (Ctrl-C and a kill of the group reach them) and die with
-their parent (``PR_SET_PDEATHSIG``). Each writes JSON-line logs to ``<log_directory>/worker-N.log``
-with its worker id and devices on every line; the parent draws the progress and writes reports.
+their parent (``PR_SET_PDEATHSIG``); SIGTERM (what ``stop`` sends) makes a worker stop its agent
+CLI and record its interrupted task before it exits (``aka_core.interrupt``). Each writes
+JSON-line logs to ``<log_directory>/worker-N.log`` with its worker id and devices on every line;
+the parent draws the progress and writes reports.
 
 Workers load the installed plugins (a fresh ``PluginHost``), like ``aka run-task``; plugins
 registered only in the calling process are not seen by them.
@@ -359,10 +361,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("worker", type=int)
     p.add_argument("--parent", type=int, required=True, help="pid whose death ends this worker")
     args = parser.parse_args(argv)
+    from aka_core.interrupt import EXIT_SIGTERM, Interrupted, install_sigterm_handler
+
+    # The parent stops a worker with SIGTERM: the worker then stops its agent CLI (which has a
+    # session of its own) and records the interrupted task before it exits.
+    install_sigterm_handler()
     try:
         return worker_main(args.run_dir.resolve(), args.worker, args.parent)
     except KeyboardInterrupt:  # Ctrl-C reaches the whole group; the parent reports it
         return 130
+    except Interrupted:
+        return EXIT_SIGTERM
 
 
 # --------------------------------------------------------------------------- the parent

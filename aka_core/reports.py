@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from aka_core import yamlio
-from aka_core.models import TaskResult
+from aka_core.models import AgentStatus, TaskResult
 from aka_core.results import load_run, reports_dir
 
 REPORT_SCHEMA_VERSION = 1
@@ -158,12 +159,26 @@ def task_row(result: TaskResult) -> dict[str, Any]:
     }
 
 
-def missing_row(task_id: str) -> dict[str, Any]:
+def missing_row(task_id: str, reason: str | None = None) -> dict[str, Any]:
     """A row for a selected task without a result."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(task_id=task_id, status=MISSING_STATUS, candidate_accepted=False,
-               reason="no task_result.yaml (not run yet, or the run was interrupted)")
+               reason=reason or "no task_result.yaml (not run yet, or the run was interrupted)")
     return row
+
+
+def interruption_reason(run_dir: Path, task_id: str) -> str | None:
+    """What ``interrupted.json`` in a task's folder says (aka was stopped during the task), if
+    there is one."""
+    from aka_core.lifecycle import INTERRUPTED_FILE, task_dir
+
+    path = task_dir(run_dir, task_id) / INTERRUPTED_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    message = record.get("message") if isinstance(record, dict) else None
+    return message if isinstance(message, str) and message else None
 
 
 # --------------------------------------------------------------------------- aggregates
@@ -195,9 +210,12 @@ def aggregate(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     accepted_speedups = [r["speedup_ratio"] for r in rows
                          if r["candidate_accepted"] and r["speedup_ratio"] is not None]
     geomean = geometric_mean(accepted_speedups)
-    status_counts = Counter({"completed": 0, "compile_only": 0, "skipped": 0, "error": 0})
+    status_counts = Counter({"completed": 0, "compile_only": 0, "skipped": 0, "error": 0,
+                             "infra_error": 0})
     status_counts.update(r["status"] for r in rows)
-    agent_counts = Counter(r["agent_status"] for r in rows if r["agent_status"] is not None)
+    # Every agent status, 0 when none: a trainer reads how many were rate-limited, etc.
+    agent_counts = Counter(dict.fromkeys(get_args(AgentStatus), 0))
+    agent_counts.update(r["agent_status"] for r in rows if r["agent_status"] is not None)
     return {
         "tasks": len(rows),
         "status_counts": dict(sorted(status_counts.items())),
@@ -318,6 +336,7 @@ def render_text(rows: Sequence[Mapping[str, Any]], title: str = "aka run report"
     ] for row in rows]
     agg = aggregate(rows)
     counts = ", ".join(f"{k} {v}" for k, v in agg["status_counts"].items())
+    agents = ", ".join(f"{k} {v}" for k, v in agg["agent_status_counts"].items() if v) or "-"
     geomean = agg["geomean_speedup_accepted"]
     lines = [
         title,
@@ -326,6 +345,7 @@ def render_text(rows: Sequence[Mapping[str, Any]], title: str = "aka run report"
         *format_table(headers, body, right=range(7, 12)),
         "",
         f"tasks:            {agg['tasks']} ({counts})",
+        f"agents:           {agents}",
         f"compiled:         {_fmt_rate(agg['compiled'])}   (rates over attempted tasks:"
         " completed or error)",
         f"correct:          {_fmt_rate(agg['correct'])}",
@@ -350,12 +370,14 @@ def render_text(rows: Sequence[Mapping[str, Any]], title: str = "aka run report"
 # --------------------------------------------------------------------------- entry point
 
 
-def summary_rows(results: Iterable[TaskResult],
-                 missing_task_ids: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """Rows sorted by task id, so the order results arrive in never changes a report."""
+def summary_rows(results: Iterable[TaskResult], missing_task_ids: Iterable[str] = (),
+                 run_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Rows sorted by task id, so the order results arrive in never changes a report. With
+    ``run_dir``, a task without a result that aka was stopped during says so."""
     rows = [task_row(r) for r in results]
     seen = {row["task_id"] for row in rows}
-    rows += [missing_row(t) for t in missing_task_ids if t not in seen]
+    rows += [missing_row(t, interruption_reason(run_dir, t) if run_dir is not None else None)
+             for t in missing_task_ids if t not in seen]
     return sorted(rows, key=lambda row: row["task_id"])
 
 
@@ -368,7 +390,7 @@ def write_reports(run_dir: Path, results: list[TaskResult] | None = None) -> lis
     run_dir = Path(run_dir)
     if results is None:
         record = load_run(run_dir)
-        rows = summary_rows(record.results.values(), record.missing_task_ids)
+        rows = summary_rows(record.results.values(), record.missing_task_ids, run_dir)
     else:
         rows = summary_rows(results)
     out = reports_dir(run_dir)

@@ -11,6 +11,7 @@ GPU or group (``aka_core.parallel``); results and reports have the same shape as
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import platform
 import shutil
@@ -27,6 +28,7 @@ from aka_core.convert import structure, unstructure
 from aka_core.devices import probe
 from aka_core.errors import AkaError, ConfigError, Problem
 from aka_core.host import PluginHost
+from aka_core.interrupt import INTERRUPTS, signals_deferred
 from aka_core.lifecycle import (
     TaskContext,
     run_agent_phase,
@@ -157,13 +159,19 @@ def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) 
     if done:
         log.info("resuming", completed=len(done), pending=len(pending))
     host.notify("aka_before_run", run_dir=run_dir, config=config, task_ids=pending)
-    with RunProgress(task_ids, enabled=show_progress) as progress:
-        for task_id in done:
-            progress.finish_task(task_id, "kept", None)
-        if meta.get("parallel"):
-            _execute_in_workers(run_dir, meta, pending, host, progress)
-        else:
-            _execute_serially(run_dir, meta, config, pending, host, progress)
+    try:
+        with RunProgress(task_ids, enabled=show_progress) as progress:
+            for task_id in done:
+                progress.finish_task(task_id, "kept", None)
+            if meta.get("parallel"):
+                _execute_in_workers(run_dir, meta, pending, host, progress)
+            else:
+                _execute_serially(run_dir, meta, config, pending, host, progress)
+    except INTERRUPTS:
+        # Stopped (Ctrl-C, SIGTERM): the reports say which tasks are left, and why.
+        with signals_deferred(), contextlib.suppress(Exception):
+            write_reports(run_dir)
+        raise
     results = [r for r in (_read(run_dir, t) for t in task_ids) if r is not None]
     write_reports(run_dir)  # from the run folder: tasks still without a result show as missing
     host.notify("aka_report", run_dir=run_dir, results=results, reports_dir=run_dir / "reports")

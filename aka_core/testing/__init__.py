@@ -10,7 +10,7 @@ import pytest
 pytest.register_assert_rewrite("aka_core.testing.contracts", "aka_core.testing.fixtures",
                                "aka_core.testing.cli_contract")
 
-from aka_core.testing.cli_contract import NOT_JSON, CliAgentContract, Outcome  # noqa: E402
+from aka_core.testing.cli_contract import NOT_JSON, CliAgentContract, Ending, Outcome  # noqa: E402
 from aka_core.testing.contracts import (  # noqa: E402
     AgentContract,
     BackendContract,
@@ -25,6 +25,7 @@ __all__ = [
     "AgentContract",
     "BackendContract",
     "CliAgentContract",
+    "Ending",
     "ExecutorContract",
     "FakeCli",
     "Outcome",

@@ -15,11 +15,24 @@ class gives only its CLI's streams and the exact ``AgentUsage`` each one implies
         completed = Outcome(script=Script.from_file(FIXTURES / "exec_completed.jsonl"),
                             usage=AgentUsage(input_tokens=24763, cached_input_tokens=24448,
                                              output_tokens=122))
-        failed = Outcome(script=Script.from_file(FIXTURES / "exec_failed.jsonl", exit_code=1),
-                         usage=AgentUsage())
+        failed = Outcome(script=Script.from_file(FIXTURES / "exec_context_window.jsonl",
+                                                 exit_code=1), usage=AgentUsage())
         refused = Script.from_file(FIXTURES / "exec_unauthorized.jsonl", exit_code=1)
         stopped = Outcome(script=Script.from_file(FIXTURES / "exec_completed.jsonl").head(2),
                           usage=AgentUsage())
+        rate_limited = Ending(script=Script.from_file(FIXTURES / "exec_rate_limited.jsonl",
+                                                      exit_code=1), message="429")
+        infra_error = Ending(script=Script.from_file(FIXTURES / "exec_failed.jsonl",
+                                                     exit_code=1), message="disconnected")
+        model_says_unauthorized = ...  # a failed run whose model text quotes a 401
+
+How a run ended is checked too: the statuses a trainer acts on, each from a run of the CLI's own
+signals (``rate_limited``, ``infra_error``, and ``max_turns``/``budget_exhausted`` for a CLI with
+such limits: ``Ending(script, message)``, the message being the CLI's reason, quoted in the
+execution's message), a failed run whose model text merely says "401 Unauthorized"
+(``model_says_unauthorized``: ``failed``, never ``not_authenticated``), and a CLI that lingers after
+its final result event (stopped within 5 s, with a child in a session of its own, still
+``completed``; the plugin's ``is_final_event`` must recognise the last event of ``completed``).
 
 Fixtures a subclass's own tests may use, besides ``AgentContract``'s: ``fake`` (the installed
 ``FakeCli``, playing ``completed``), ``invocation`` (the fake first on its ``PATH``), and the
@@ -37,11 +50,20 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 
-from aka_core.agent_runtime import CliAgent
+from aka_core.agent_runtime import RESULT_EXIT_SECONDS, RESULT_GRACE_SECONDS, CliAgent
 from aka_core.models import AgentExecution, AgentUsage
 from aka_core.records import AgentInvocation, AgentSpec
 from aka_core.testing.contracts import AgentContract
-from aka_core.testing.fake_cli import FakeCli, Reply, Requires, Script, append
+from aka_core.testing.fake_cli import (
+    FakeCli,
+    Reply,
+    Requires,
+    Script,
+    append,
+    ignore_sigterm,
+    linger,
+    spawn_child,
+)
 from aka_core.testing.processes import wait_for
 
 NOT_JSON = ("plain text that is not JSON", '{"type": "cut off', "[1, 2, 3]")
@@ -65,10 +87,20 @@ class Outcome:
     message: str | None = None
 
 
+@attrs.frozen(kw_only=True)
+class Ending:
+    """A run the fake CLI plays that must end with a given status, and ``message``: the CLI's own
+    reason, which the execution's message must quote."""
+
+    script: Script
+    message: str
+
+
 class CliAgentContract(AgentContract):
     """A CLI agent runs its CLI headless in the workspace, records what it reported, and says how
-    the run ended: completed, failed with the CLI's exit code, not authenticated, timed out (the
-    CLI and its children stopped), or not installed."""
+    the run ended: completed, failed with the CLI's exit code, not authenticated, rate-limited, an
+    infrastructure failure, at its turn or spending limit, timed out (the CLI and its children
+    stopped), or not installed; and stops a CLI that lingers after its final result."""
 
     plugin: ClassVar[ModuleType]
     """The module whose hookimpls register the agent."""
@@ -88,6 +120,17 @@ class CliAgentContract(AgentContract):
     """What the CLI prints before it hangs past the budget, and the usage recorded of that."""
     not_json: ClassVar[tuple[str, ...]] = NOT_JSON
     """Lines that are not JSON objects, printed among the events of ``completed``."""
+    rate_limited: ClassVar[Ending]
+    """A run its provider throttled (HTTP 429, a usage limit), as the CLI reports it."""
+    infra_error: ClassVar[Ending]
+    """A run that failed for reasons outside the agent (a server error, a lost connection)."""
+    max_turns: ClassVar[Ending | None] = None
+    """A run stopped at the CLI's turn limit; None for a CLI without one."""
+    budget_exhausted: ClassVar[Ending | None] = None
+    """A run stopped at the CLI's spending limit; None for a CLI without one."""
+    model_says_unauthorized: ClassVar[Script]
+    """A failed run (non-zero exit, no credential problem) whose model text says "401
+    Unauthorized" / "invalid API key": it must be ``failed``, not ``not_authenticated``."""
     budget_seconds: ClassVar[float] = 2.0
 
     options = {"grace_seconds": 1}
@@ -186,6 +229,47 @@ class CliAgentContract(AgentContract):
         execution = self.run_with(agent, invocation, fake, self.refused)
         assert (execution.status, execution.exit_code) == (
             "not_authenticated", self.refused.exit_code), execution.message
+
+    def test_a_cli_lingering_after_its_result_is_stopped_within_5_s(
+        self, spec: AgentSpec, plugin_options: dict[str, Any], invocation: AgentInvocation,
+        fake: FakeCli
+    ) -> None:
+        """After its final result event the CLI does not exit (it ignores SIGTERM, and a child
+        in a session of its own keeps running): it is stopped, with that child, within 5 s of
+        the event, far from its budget, and the run still counts as completed."""
+        agent = cli_agent(spec, {**plugin_options, "grace_seconds": 30})
+        fake.play(self.completed.script.then(spawn_child(new_session=True), ignore_sigterm(),
+                                             linger()))
+        execution = agent.run(invocation)
+        stopped = time.time()
+        last_event = (invocation.logs_dir / "agent.jsonl").stat().st_mtime
+        assert (execution.status, execution.timed_out) == ("completed", False), execution.message
+        assert stopped - last_event < 5, f"stopped {stopped - last_event:.1f} s after the result"
+        assert stopped - last_event >= RESULT_EXIT_SECONDS - 0.5, "stopped before it could exit"
+        assert "after its final result event" in (execution.message or "")
+        assert execution.usage == self.completed.usage
+        wait_for(lambda: not fake.processes(), 5, "the CLI and its child to be gone")
+        assert RESULT_EXIT_SECONDS + RESULT_GRACE_SECONDS < 5
+
+    @pytest.mark.parametrize("status", ["rate_limited", "infra_error", "max_turns",
+                                        "budget_exhausted"])
+    def test_the_cli_signals_say_how_the_run_ended(
+        self, status: str, agent: CliAgent, invocation: AgentInvocation, fake: FakeCli
+    ) -> None:
+        ending: Ending | None = getattr(self, status)
+        if ending is None:
+            pytest.skip(f"{type(self).__name__}'s CLI has no {status} signal")
+        execution = self.run_with(agent, invocation, fake, ending.script)
+        assert execution.status == status, execution.message
+        assert ending.message in (execution.message or ""), "the CLI's reason is not quoted"
+
+    def test_a_model_text_saying_unauthorized_is_no_auth_failure(
+        self, agent: CliAgent, invocation: AgentInvocation, fake: FakeCli
+    ) -> None:
+        assert self.model_says_unauthorized.exit_code != 0, "the run must fail"
+        assert "unauthorized" in json.dumps(self.model_says_unauthorized.events).lower()
+        execution = self.run_with(agent, invocation, fake, self.model_says_unauthorized)
+        assert execution.status == "failed", execution.message
 
     def test_not_on_path_is_not_installed(
         self, agent: CliAgent, make_invocation: Any, tmp_path: Path

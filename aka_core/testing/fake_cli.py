@@ -40,8 +40,8 @@ Step = Mapping[str, Any]
 PROGRAM = Path(__file__).with_name("fake_cli_program.py")
 
 __all__ = [
-    "PROMPT", "FakeCli", "Reply", "Requires", "Script", "append", "event", "line", "sleep",
-    "spawn_child", "stderr",
+    "PROMPT", "FakeCli", "Reply", "Requires", "Script", "append", "event", "ignore_sigterm",
+    "line", "linger", "sleep", "spawn_child", "stderr",
 ]
 
 
@@ -71,9 +71,20 @@ def append(path: str | Path, text: str) -> Step:
     return {"append": str(path), "text": text}
 
 
-def spawn_child() -> Step:
-    """Start a child process that ignores SIGTERM and sleeps (only SIGKILL ends it)."""
-    return {"spawn": True}
+def spawn_child(*, new_session: bool = False) -> Step:
+    """Start a child process that ignores SIGTERM and sleeps (only SIGKILL ends it); with
+    ``new_session``, in a session of its own, out of the CLI's process group (a daemon)."""
+    return {"spawn": True, "new_session": new_session}
+
+
+def linger(seconds: float = 600) -> Step:
+    """Keep running (sleep) after the steps so far: a CLI that does not exit after its result."""
+    return {"linger": seconds}
+
+
+def ignore_sigterm() -> Step:
+    """From here on, SIGTERM does nothing (only SIGKILL ends the CLI)."""
+    return {"ignore_sigterm": True}
 
 
 @attrs.frozen(kw_only=True)
@@ -219,10 +230,20 @@ class FakeCli:
         self.bin_dir.joinpath(self.name + ".cli.json").write_text(
             json.dumps(persona, indent=1), encoding="utf-8")
 
-    def play(self, script: Script) -> None:
-        """What the next headless runs do."""
-        self.bin_dir.joinpath(self.name + ".run.jsonl").write_text(script.jsonl(),
+    def play(self, script: Script, *then: Script) -> None:
+        """What the next headless runs do. With more scripts, run ``n`` plays the ``n``-th (the
+        last one from then on): the fake counts its runs in a file beside it, which a confined
+        CLI cannot write, so use several scripts only with ``confinement: off``."""
+        scripts = (script, *then)
+        for old in self.bin_dir.glob(self.name + ".run*"):
+            old.unlink()
+        self.bin_dir.joinpath(self.name + ".run.jsonl").write_text(scripts[-1].jsonl(),
                                                                     encoding="utf-8")
+        if then:
+            for number, each in enumerate(scripts, start=1):
+                self.bin_dir.joinpath(f"{self.name}.run.{number}.jsonl").write_text(
+                    each.jsonl(), encoding="utf-8")
+            self.bin_dir.joinpath(self.name + ".runs").write_text("0", encoding="utf-8")
 
     def on_path(self, invocation: AgentInvocation, **env: str) -> AgentInvocation:
         """``invocation`` with the fake's folder first on its ``PATH`` (and ``env`` added)."""

@@ -6,10 +6,12 @@ test writes:
 - ``<name>.cli.json``, the CLI's persona: canned ``replies`` to whole command lines
   (``--version``, a login-status command ...) and what a headless run ``requires`` of its command
   line, stdin and environment;
-- ``<name>.run.jsonl``, the script of a headless run, one step a line: ``{"event": {...}}``
+- ``<name>.run.jsonl``, the script of a headless run (or, when ``<name>.runs`` counts the runs,
+  ``<name>.run.<n>.jsonl`` for run ``n`` while there is one), one step a line: ``{"event": {...}}``
   (printed as one JSON line), ``{"line": "..."}`` (printed as it is), ``{"stderr": "..."}``,
   ``{"sleep": s}``, ``{"append": path, "text": ...}`` (relative to its working directory),
-  ``{"spawn": true}`` (a child that ignores SIGTERM and sleeps), ``{"ignore_sigterm": true}``,
+  ``{"spawn": true}`` (a child that ignores SIGTERM and sleeps; with ``"new_session": true`` in a
+  session of its own, out of the CLI's process group), ``{"ignore_sigterm": true}``,
   ``{"linger": s}`` (sleep) and ``{"exit": code}``.
 
 A command line that misses what the persona requires exits 3 with the reason on stderr, as a real
@@ -116,7 +118,8 @@ def play(steps: list[dict[str, Any]]) -> int:
                 handle.write(step["text"])
         elif "spawn" in step:
             subprocess.Popen([sys.executable, "-c", CHILD, str(HERE.parent)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=bool(step.get("new_session")))
         elif "ignore_sigterm" in step:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         elif "linger" in step:
@@ -138,6 +141,13 @@ def main() -> int:
     check(persona.get("requires", {}), argv, stdin)
     record(argv, stdin)
     script = HERE.with_name(HERE.name + ".run.jsonl").read_text(encoding="utf-8")
+    counter = HERE.with_name(HERE.name + ".runs")
+    if counter.exists():  # a sequence of runs (only where the CLI may write beside itself)
+        number = int(counter.read_text() or 0) + 1
+        counter.write_text(str(number))
+        numbered = HERE.with_name(f"{HERE.name}.run.{number}.jsonl")
+        if numbered.exists():
+            script = numbered.read_text(encoding="utf-8")
     return play([json.loads(line) for line in script.splitlines() if line.strip()])
 
 

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
-from aka_core.agent_runtime import CliAgent, CliCommand, as_int
+from aka_core.agent_runtime import CliAgent, CliCommand, as_int, strip_ansi
 from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation
-from aka_core.testing.processes import alive
+from aka_core.testing import FakeCli, Script
+from aka_core.testing.fake_cli import ignore_sigterm, linger, sleep, spawn_child, stderr
+from aka_core.testing.processes import alive, wait_for
 
 FAKE = textwrap.dedent('''\
     #!/usr/bin/env python3
@@ -164,3 +169,152 @@ def test_check_uses_the_cli_status_command(fake_bin: Path, monkeypatch: pytest.M
     monkeypatch.setenv("FAKE_KEY", "x")
     assert FakeAgent().check().ready
     assert not FakeAgent({"executable": "no-such-cli"}).check().installed
+
+
+# --------------------------------------------------------------------------- the shared fake CLI
+
+
+class FinalAgent(CliAgent):
+    """A CLI whose ``{"type": "result"}`` event is its last."""
+
+    name = "final"
+    executable = "finalcli"
+
+    def command(self, invocation: AgentInvocation, executable: str) -> CliCommand:
+        return CliCommand(argv=[executable], stdin=invocation.prompt)
+
+    def usage(self, events: list[dict[str, Any]]) -> AgentUsage:
+        return AgentUsage()
+
+    def is_final_event(self, event: Any) -> bool:
+        return event.get("type") == "result"
+
+
+RESULT = {"type": "result", "is_error": False}
+
+
+@pytest.fixture
+def final_cli(tmp_path_factory: pytest.TempPathFactory) -> FakeCli:
+    return FakeCli.install(tmp_path_factory.mktemp("final") / "bin", "finalcli",
+                           version="finalcli 1.0")
+
+
+def test_a_cli_without_a_final_event_hook_runs_until_it_exits(
+    make_invocation: Any, final_cli: FakeCli
+) -> None:
+    """The stop after the result is each plugin's choice: without the hook, a CLI that sleeps
+    3 s after its result is waited for."""
+    invocation = final_cli.on_path(make_invocation())
+    final_cli.play(Script.from_events([RESULT]).then(linger(3)))
+    execution = FinalAgentWithoutHook().run(invocation)
+    assert execution.status == "completed" and execution.duration_seconds >= 3
+    assert "after its final result event" not in (execution.message or "")
+
+
+class FinalAgentWithoutHook(FinalAgent):
+    def is_final_event(self, event: Any) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("confinement", ["off", "best_effort"])
+def test_a_child_in_a_new_session_does_not_outlive_the_cli(
+    make_invocation: Any, final_cli: FakeCli, confinement: str
+) -> None:
+    """The CLI starts a child in a session of its own (out of its process group) and exits 0:
+    the child, found below the CLI while it ran, is killed too."""
+    invocation = final_cli.on_path(make_invocation())
+    final_cli.play(Script.from_events([RESULT]).after(spawn_child(new_session=True),
+                                                     sleep(1.5)))
+    execution = FinalAgent({"confinement": confinement}).run(invocation)
+    assert (execution.status, execution.exit_code) == ("completed", 0), execution.message
+    wait_for(lambda: not final_cli.processes(), 5, "the CLI's child in a new session to be gone")
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_confined_cli_gets_its_grace_period(make_invocation: Any, tmp_path: Path) -> None:
+    """At the budget, SIGTERM reaches the CLI inside its sandbox: it may save its state before
+    SIGKILL. (Sent to the sandbox itself, it would kill the CLI at once.)"""
+    bin_dir = tmp_path / "trapbin"
+    bin_dir.mkdir()
+    exe = bin_dir / "finalcli"
+    exe.write_text(TRAP.format(python=sys.executable), encoding="utf-8")
+    exe.chmod(0o755)
+    invocation = attrs.evolve(make_invocation(timeout_seconds=1), environment={
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    execution = FinalAgent({"grace_seconds": 5}).run(invocation)
+    assert execution.confinement and execution.confinement["confined"] is True
+    assert execution.status == "timed_out"
+    assert (invocation.logs_dir / "agent_home" / "got-sigterm").is_file(), execution.message
+
+
+TRAP = '''#!{python}
+import os, signal, sys, time
+if sys.argv[1:] == ["--version"]:
+    print("finalcli 1.0"); sys.exit(0)
+def saved(signum, frame):
+    time.sleep(1)  # saving its session takes a while
+    open(os.path.join(os.environ["HOME"], "got-sigterm"), "w").write("saved")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, saved)
+print('{{"type": "start"}}', flush=True)
+time.sleep(600)
+'''
+
+
+def test_interrupting_aka_stops_the_cli_and_goes_on(
+    make_invocation: Any, final_cli: FakeCli
+) -> None:
+    """Ctrl-C (or SIGTERM, raised as ``Interrupted``) while the CLI runs: the CLI and its
+    child in a new session are stopped, and the interruption reaches the caller."""
+    import signal
+    import threading
+
+    invocation = final_cli.on_path(make_invocation())
+    final_cli.play(Script.from_events([{"type": "start"}]).then(
+        spawn_child(new_session=True), ignore_sigterm(), linger()))
+    timer = threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            FinalAgent({"confinement": "off"}).run(invocation)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 15
+    wait_for(lambda: not final_cli.processes(), 5, "the CLI and its child to be gone")
+
+
+def test_provider_failures_are_read_from_stderr_not_from_events(
+    make_invocation: Any, final_cli: FakeCli
+) -> None:
+    invocation = final_cli.on_path(make_invocation())
+    agent = FinalAgent()
+    cases = [
+        ("Error: 429 Too Many Requests", "rate_limited"),
+        ("Error: upstream 503 Service Unavailable", "infra_error"),
+        ("Error: not logged in", "not_authenticated"),
+        ("Error: the tool crashed", "failed"),
+    ]
+    for text, status in cases:
+        final_cli.play(Script.from_events([{"type": "text", "text": "401 Unauthorized"}],
+                                          exit_code=1).then(stderr(text)))
+        execution = agent.run(invocation)
+        assert execution.status == status, (text, execution.message)
+    final_cli.play(Script.from_events([{"type": "text", "text": "HTTP 429 and 503, unauthorized"}],
+                                      exit_code=1))
+    assert agent.run(invocation).status == "failed"
+
+
+def test_strip_ansi() -> None:
+    assert strip_ansi("\x1b[1;31mError\x1b[0m: \x1b]8;;https://x\x07link\x1b]8;;\x07 \x1b(Bok") == (
+        "Error: link ok")
+
+
+def test_a_result_just_before_the_budget_is_not_a_time_out(
+    make_invocation: Any, final_cli: FakeCli
+) -> None:
+    invocation = final_cli.on_path(make_invocation(timeout_seconds=2))
+    final_cli.play(Script.from_events([RESULT]).after(sleep(1.5)).then(linger()))
+    execution = FinalAgent({"grace_seconds": 1}).run(invocation)
+    assert (execution.status, execution.timed_out) == ("completed", False), execution.message
+    assert "after its final result event" in (execution.message or "")

@@ -199,3 +199,22 @@ def test_task_result_schema_covers_every_model_field() -> None:
 
     properties = set(load_schema("task_result")["properties"])
     assert properties == {f.name for f in attrs.fields(TaskResult)}
+
+
+def test_every_agent_status_and_the_retry_fields_are_in_the_schemas() -> None:
+    from typing import get_args
+
+    import attrs
+
+    from aka_core.models import AgentRetry, AgentStatus
+
+    schema = load_schema("task_result")
+    execution = schema["$defs"]["agent_execution"]["properties"]
+    assert execution["status"]["enum"] == list(get_args(AgentStatus))
+    result = unstructure(TaskResult(
+        task_id="a/b", status="infra_error", error="the agent was rate-limited",
+        agent_execution=AgentExecution(agent="codex", status="rate_limited", attempts=3)))
+    assert validate_document(result, schema, file=None) == []
+    retry = load_schema("run_config")["properties"]["agent"]["properties"]["retry"]
+    assert set(retry["properties"]) == {f.name for f in attrs.fields(AgentRetry)}
+    assert {k: v["default"] for k, v in retry["properties"].items()} == attrs.asdict(AgentRetry())

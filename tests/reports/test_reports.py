@@ -74,8 +74,11 @@ def test_json_aggregates(run_dir: Path) -> None:
     doc = _json(run_dir)
     assert len(doc["tasks"]) == 6
     agg = doc["aggregates"]
-    assert agg["status_counts"] == {"completed": 3, "compile_only": 0, "error": 1, "missing": 1,
-                                    "skipped": 1}
+    assert agg["status_counts"] == {"completed": 3, "compile_only": 0, "error": 1,
+                                    "infra_error": 0, "missing": 1, "skipped": 1}
+    assert agg["agent_status_counts"] == {
+        "budget_exhausted": 0, "completed": 4, "failed": 0, "infra_error": 0, "max_turns": 0,
+        "not_authenticated": 0, "not_installed": 0, "rate_limited": 0, "timed_out": 0}
     assert agg["attempted"] == 4  # completed + error
     assert agg["compiled"] == {"count": 3, "of": 4, "rate": 0.75}
     assert agg["correct"] == {"count": 2, "of": 4, "rate": 0.5}
@@ -146,3 +149,31 @@ def test_an_empty_run_reports_nulls(build_run) -> None:
     assert agg["tasks"] == 0
     assert agg["mean_score"] == {"value": None, "tasks": 0}
     assert agg["accepted"]["rate"] is None
+
+
+def test_agent_statuses_are_counted_and_an_interrupted_task_says_why(
+        build_run, build_result) -> None:
+    """Every agent status is a key of the counts (0 when none); a selected task without a
+    result whose folder has ``interrupted.json`` reports what it says."""
+    import attrs
+
+    limited = build_result("demo/a")
+    assert limited.agent_execution is not None
+    limited = attrs.evolve(limited, status="infra_error", agent_execution=attrs.evolve(
+        limited.agent_execution, status="rate_limited", attempts=3))
+    run_dir = build_run("run_20250102", [limited, build_result("demo/b")],
+                        extra_task_ids=["demo/c"])
+    (run_dir / "demo" / "c").mkdir(parents=True, exist_ok=True)
+    (run_dir / "demo" / "c" / "interrupted.json").write_text(json.dumps({
+        "signal": "SIGTERM", "step": "agent",
+        "message": "aka was stopped by SIGTERM during the agent step"}))
+    write_reports(run_dir)
+    doc = _json(run_dir)
+    agg = doc["aggregates"]
+    assert agg["status_counts"]["infra_error"] == 1 and agg["attempted"] == 1
+    assert (agg["agent_status_counts"]["rate_limited"], agg["agent_status_counts"]["completed"]
+            ) == (1, 1)
+    rows = {row["task_id"]: row for row in doc["tasks"]}
+    assert rows["demo/c"]["reason"] == "aka was stopped by SIGTERM during the agent step"
+    text = (run_dir / "reports" / "report.txt").read_text()
+    assert "agents:           completed 1, rate_limited 1" in text

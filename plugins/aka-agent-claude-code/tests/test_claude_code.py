@@ -15,7 +15,16 @@ from jsonschema import Draft202012Validator
 
 from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation
-from aka_core.testing import NOT_JSON, CliAgentContract, FakeCli, Outcome, Reply, Requires, Script
+from aka_core.testing import (
+    NOT_JSON,
+    CliAgentContract,
+    Ending,
+    FakeCli,
+    Outcome,
+    Reply,
+    Requires,
+    Script,
+)
 from aka_core.testing.fake_cli import stderr
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -41,6 +50,18 @@ def events(name: str) -> list[dict[str, Any]]:
     return Script.from_file(FIXTURES / name).events
 
 
+def model_says_unauthorized() -> Script:
+    """stream_error.jsonl (exit 1) with an assistant text that quotes an HTTP 401: the model's
+    words, not the CLI's."""
+    stream = events("stream_error.jsonl")
+    stream.insert(1, {"type": "assistant", "message": {
+        "id": "msg_02Tx", "type": "message", "role": "assistant", "model": MODEL,
+        "content": [{"type": "text", "text": "The proxy answers 401 Unauthorized (invalid API "
+                                             "key): not logged in, so I mock it."}]},
+        "parent_tool_use_id": None, "session_id": stream[0]["session_id"]})
+    return Script.from_events(stream, exit_code=1)
+
+
 class TestClaudeCode(CliAgentContract):
     record = aka_register_agents()[0]
     plugin = aka_agent_claude_code
@@ -60,6 +81,16 @@ class TestClaudeCode(CliAgentContract):
     """Stopped before its result event: only the model it announced is known."""
     not_json = ("[SandboxDebug] sandbox initialised without network restrictions", *NOT_JSON)
     """Some CLI builds print sandbox diagnostics on stdout."""
+    rate_limited = Ending(script=Script.from_file(FIXTURES / "stream_rate_limited.jsonl",
+                                                  exit_code=1), message="API status 429")
+    infra_error = Ending(script=Script.from_file(FIXTURES / "stream_overloaded.jsonl",
+                                                 exit_code=1), message="overloaded_error")
+    max_turns = Ending(script=Script.from_file(FIXTURES / "stream_max_turns.jsonl", exit_code=1),
+                       message="result error_max_turns")
+    budget_exhausted = Ending(script=Script.from_file(FIXTURES / "stream_max_budget.jsonl",
+                                                      exit_code=1),
+                              message="result error_max_budget_usd")
+    model_says_unauthorized = model_says_unauthorized()
 
     # ------------------------------------------------------------------ documented usage
 
@@ -125,6 +156,52 @@ class TestClaudeCode(CliAgentContract):
         execution = self.run_with(agent, invocation, fake,
                                   Script.from_events(stream, exit_code=1))
         assert execution.status == "failed"
+
+    def test_a_turn_limit_keeps_its_usage(self, agent: Any, invocation: AgentInvocation,
+                                          fake: FakeCli) -> None:
+        """A run stopped by --max-turns is the agent's own limit: its usage is recorded as for
+        any run, and the status says which limit it hit."""
+        assert self.max_turns is not None
+        execution = self.run_with(agent, invocation, fake, self.max_turns.script)
+        assert execution.status == "max_turns", execution.message
+        assert execution.usage == AgentUsage(model=MODEL, input_tokens=120 + 5000 + 800,
+                                             cached_input_tokens=5000, cache_write_tokens=800,
+                                             output_tokens=300, cost_usd=0.0123, turns=3)
+
+    def test_an_error_result_of_exit_0_is_not_completed(
+        self, agent: Any, invocation: AgentInvocation, fake: FakeCli
+    ) -> None:
+        """The result event, not the exit code, says the run failed; its reason is quoted."""
+        execution = self.run_with(agent, invocation, fake,
+                                  Script.from_file(FIXTURES / "stream_error.jsonl"))
+        assert (execution.status, execution.exit_code) == ("failed", 0), execution.message
+        assert "error_during_execution" in (execution.message or "")
+        assert "the model request failed (simulated)" in (execution.message or "")
+
+    def test_updates_and_telemetry_are_off(self, agent: Any, invocation: AgentInvocation,
+                                           fake: FakeCli) -> None:
+        assert agent.run(invocation).status == "completed"
+        env = fake.received(invocation)["env"]
+        assert (env["DISABLE_AUTOUPDATER"], env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"]) == (
+            "1", "1")
+
+    @pytest.mark.parametrize(("root", "confined", "expected"), [
+        (True, True, "1"), (True, False, None), (False, True, None)])
+    def test_is_sandbox_only_for_root_inside_aka_s_sandbox(
+        self, spec: Any, invocation: AgentInvocation, fake: FakeCli,
+        monkeypatch: pytest.MonkeyPatch, root: bool, confined: bool, expected: str | None
+    ) -> None:
+        """Claude Code refuses bypassPermissions as root unless IS_SANDBOX=1: set only when aka
+        confines it (the euid the plugin sees is faked; the CLI's own check is not run here)."""
+        import aka_agent_claude_code as plugin
+
+        monkeypatch.setattr(plugin.os, "geteuid", lambda: 0 if root else 1000)
+        options = {} if confined else {"confinement": "off"}
+        execution = spec.factory(options).run(invocation)
+        assert execution.status == "completed", execution.message
+        if confined and not (execution.confinement or {}).get("confined"):
+            pytest.skip("bubblewrap cannot confine here")
+        assert fake.received(invocation)["env"].get("IS_SANDBOX") == expected
 
     def test_the_fake_refuses_a_run_without_a_prompt_on_stdin(self, fake: FakeCli) -> None:
         out = subprocess.run([str(fake.executable), *BASE_FLAGS], input="", capture_output=True,

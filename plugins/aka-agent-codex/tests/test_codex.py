@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 
 from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation
-from aka_core.testing import CliAgentContract, FakeCli, Outcome, Reply, Requires, Script
+from aka_core.testing import CliAgentContract, Ending, FakeCli, Outcome, Reply, Requires, Script
 from aka_core.testing.fake_cli import append, stderr
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -47,8 +47,20 @@ class TestCodex(CliAgentContract):
     completed = Outcome(
         script=COMPLETED.after(append("kernel.py", "\n# reviewed by codex\n")),
         usage=AgentUsage(model=MODEL, **COMPLETED_TOKENS))
-    failed = Outcome(script=Script.from_file(FIXTURES / "exec_failed.jsonl", exit_code=1),
-                     usage=AgentUsage(model=MODEL))
+    failed = Outcome(script=Script.from_file(FIXTURES / "exec_context_window.jsonl",
+                                             exit_code=1),
+                     usage=AgentUsage(model=MODEL), message="ran out of room")
+    """A failure of the agent's own run (its context window), not of the provider."""
+    rate_limited = Ending(script=Script.from_file(FIXTURES / "exec_rate_limited.jsonl",
+                                                  exit_code=1),
+                          message="last status: 429 Too Many Requests")
+    infra_error = Ending(script=Script.from_file(FIXTURES / "exec_failed.jsonl", exit_code=1),
+                         message="stream disconnected before completion")
+    model_says_unauthorized = Script.from_file(
+        FIXTURES / "exec_context_window.jsonl", exit_code=1).interleaved(
+        ['{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":'
+         '"The API answers 401 Unauthorized: Incorrect API key. Not logged in, I mock it."}}'])
+    """A failed turn whose agent message (the model's words) quotes a 401."""
     refused = Script.from_file(FIXTURES / "exec_unauthorized.jsonl", exit_code=1).then(
         stderr("ERROR: unexpected status 401 Unauthorized: Incorrect API key provided"))
     stopped = Outcome(script=COMPLETED.head(2), usage=AgentUsage(model=MODEL))
@@ -133,6 +145,30 @@ class TestCodex(CliAgentContract):
         assert found.authenticated is True
         assert "CODEX_API_KEY" in found.detail and "Not logged in" in found.detail
 
+    def test_check_does_not_count_openai_api_key(self, fake: FakeCli,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+        """OPENAI_API_KEY is passed for model providers; `codex exec` does not log in with it."""
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-test")
+        found = make_agent({"executable": str(fake.executable)}).check()
+        assert (found.authenticated, found.detail) == (False, "Not logged in")
+
+    def test_the_reason_is_codex_s_own_not_its_stderr(
+        self, agent: Any, invocation: AgentInvocation, fake: FakeCli
+    ) -> None:
+        """Codex's error event is quoted, before whatever stderr says."""
+        execution = self.run_with(agent, invocation, fake, self.rate_limited.script.then(
+            stderr("2026-01-01T00:00:00Z WARN codex_core::config: an unrelated warning")))
+        message = execution.message or ""
+        assert execution.status == "rate_limited", message
+        assert message.index("codex said: exceeded retry limit") < message.index("unrelated")
+
+    def test_a_turn_failed_after_exit_0_is_not_completed(
+        self, agent: Any, invocation: AgentInvocation, fake: FakeCli
+    ) -> None:
+        execution = self.run_with(agent, invocation, fake,
+                                  Script.from_file(FIXTURES / "exec_context_window.jsonl"))
+        assert (execution.status, execution.exit_code) == ("failed", 0), execution.message
+
 
 # --------------------------------------------------------------------------- options
 
@@ -163,6 +199,7 @@ def test_command_line(make_invocation: Any) -> None:
     assert list(cmd.argv) == [
         "/usr/bin/codex", "exec", "--json", "--color", "never", "--skip-git-repo-check",
         "--dangerously-bypass-approvals-and-sandbox", "--cd", workspace,
+        "-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false",
         "--model", "gpt-5.1-codex", "--profile", "ci",
         "-c", 'model_reasoning_effort="high"', "-c", 'model_provider="openai"',
         "--add-dir", "/opt/rocm", "-"]
@@ -171,7 +208,9 @@ def test_command_line(make_invocation: Any) -> None:
 
 def test_command_line_without_options_leaves_codex_defaults(make_invocation: Any) -> None:
     cmd = make_agent({}).command(make_invocation(), "codex")
-    assert not {"--model", "--profile", "-c"} & set(cmd.argv)
+    assert not {"--model", "--profile"} & set(cmd.argv)
+    settings = [cmd.argv[i + 1] for i, arg in enumerate(cmd.argv) if arg == "-c"]
+    assert settings == ["check_for_update_on_startup=false", "analytics.enabled=false"]
     assert cmd.argv[-1] == "-"
 
 

@@ -8,14 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import aka_agent_cursor
+import attrs
 import pytest
-from aka_agent_cursor import CONFIG_SCHEMA, aka_register_agents, make_agent
+from aka_agent_cursor import (
+    CONFIG_SCHEMA,
+    MAX_ARGUMENT_BYTES,
+    QUIET_ENV,
+    aka_register_agents,
+    make_agent,
+)
 
 from aka_core.agent_runtime import CliCommand
 from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation
-from aka_core.testing import CliAgentContract, FakeCli, Outcome, Reply, Requires, Script
-from aka_core.testing.fake_cli import PROMPT, stderr
+from aka_core.testing import CliAgentContract, Ending, FakeCli, Outcome, Reply, Requires, Script
+from aka_core.testing.fake_cli import PROMPT, line, stderr
 
 HERE = Path(__file__).parent
 DOCS_EXAMPLE = Script.from_file(HERE / "fixtures" / "docs_example.jsonl")
@@ -44,8 +51,7 @@ class TestCursor(CliAgentContract):
     cli_version = VERSION
     requires = Requires(
         args=(("--print",), ("--output-format", "stream-json"), ("--force",), ("--trust",)),
-        last_arg=PROMPT, value_flags=("--model", "--sandbox", "--workspace"),
-        cwd_flag="--workspace")
+        stdin_prompt=True, cwd_flag="--workspace")
     replies = (STATUS["logged_in"],)
     completed = Outcome(script=WITH_USAGE, usage=WITH_USAGE_USAGE)
     failed = Outcome(script=WITH_USAGE.head(2, exit_code=7).then(
@@ -54,6 +60,19 @@ class TestCursor(CliAgentContract):
     refused = Script(steps=(stderr(AUTH_ERROR),), exit_code=1)
     stopped = Outcome(script=WITH_USAGE.head(1), usage=AgentUsage(model=MODEL))
     not_json = ("T: not a JSON event (0)", "T: not a JSON event (2)", "{truncated")
+    rate_limited = Ending(script=Script(steps=(stderr(
+        "Error: You've hit your usage limit\n  Get Cursor Pro for more Agent usage, unlimited "
+        "Tab, and more."),), exit_code=1), message="You've hit your usage limit")
+    """As cursor-agent prints it (https://github.com/cursor/cursor/issues/3703)."""
+    infra_error = Ending(script=WITH_USAGE.head(2, exit_code=1).then(
+        line("ConnectError: [unavailable] upstream connect error or disconnect/reset before "
+             "headers. reset reason: connection failure")),
+        message="[unavailable] upstream connect error")
+    """Cursor's Connect-RPC error, printed as a line of stdout that is not JSON."""
+    model_says_unauthorized = WITH_USAGE.head(2, exit_code=7).then(
+        line('{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":'
+             '"The endpoint returns 401 Unauthorized: invalid API key, so I stub it."}]}}'),
+        stderr("Error: the model request failed"))
 
     # ------------------------------------------------------------------ documented usage
 
@@ -84,10 +103,43 @@ class TestCursor(CliAgentContract):
 
     # ------------------------------------------------------------------ runs
 
-    def test_the_prompt_is_the_last_argument(self, agent: Any, invocation: AgentInvocation,
-                                             fake: FakeCli) -> None:
+    def test_the_prompt_goes_on_stdin(self, agent: Any, invocation: AgentInvocation,
+                                      fake: FakeCli) -> None:
+        """Out of the command line: no 128 KiB limit, not in process listings."""
         assert agent.run(invocation).status == "completed"
+        received = fake.received(invocation)
+        assert received["stdin"] == invocation.prompt
+        assert invocation.prompt not in received["argv"]
+
+    def test_the_prompt_as_the_last_argument(self, invocation: AgentInvocation,
+                                             fake: FakeCli) -> None:
+        fake.describe(version=VERSION, replies=self.replies, requires=attrs.evolve(
+            self.requires, stdin_prompt=False, last_arg=PROMPT,
+            value_flags=("--model", "--sandbox", "--workspace")))
+        execution = make_agent({"prompt_input": "argument"}).run(invocation)
+        assert execution.status == "completed", execution.message
         assert fake.received(invocation)["argv"][-1] == invocation.prompt
+
+    def test_a_prompt_too_long_for_an_argument_fails_clearly(
+        self, invocation: AgentInvocation, fake: FakeCli
+    ) -> None:
+        """Above Linux's 128 KiB per argument the agent step fails before the launch, with what
+        to do, instead of an E2BIG crash; on stdin the same prompt goes through."""
+        long = attrs.evolve(invocation, prompt="x" * (MAX_ARGUMENT_BYTES + 1))
+        execution = make_agent({"prompt_input": "argument"}).run(long)
+        assert execution.status == "failed"
+        assert "prompt_input: stdin" in (execution.message or "")
+        assert "MAX_ARG_STRLEN" in (execution.message or "")
+        assert not (invocation.logs_dir / "agent_home" / "fake-cli-run.json").exists()
+        execution = make_agent({}).run(long)
+        assert execution.status == "completed", execution.message
+        assert fake.received(long)["stdin"] == long.prompt
+
+    def test_self_update_is_off(self, agent: Any, invocation: AgentInvocation,
+                                fake: FakeCli) -> None:
+        assert agent.run(invocation).status == "completed"
+        env = fake.received(invocation)["env"]
+        assert {key: env.get(key) for key in QUIET_ENV} == QUIET_ENV
 
     def test_refused_credentials_say_so(self, agent: Any, invocation: AgentInvocation,
                                         fake: FakeCli) -> None:
@@ -109,8 +161,8 @@ class TestCursor(CliAgentContract):
 
 def test_schema_is_closed_and_knows_the_options() -> None:
     assert CONFIG_SCHEMA["additionalProperties"] is False
-    assert {"model", "extra_args", "executable", "sandbox", "trust_workspace"} <= set(
-        CONFIG_SCHEMA["properties"])
+    assert {"model", "extra_args", "executable", "sandbox", "trust_workspace",
+            "prompt_input"} <= set(CONFIG_SCHEMA["properties"])
 
 
 # --------------------------------------------------------------------------- the command line
@@ -123,14 +175,16 @@ def test_command_line(make_invocation: Any) -> None:
     assert agent.command(invocation, "/opt/cursor-agent") == CliCommand(argv=[
         "/opt/cursor-agent", "--print", "--output-format", "stream-json", "--force", "--trust",
         "--workspace", str(invocation.workspace), "--model", "gpt-5.1-high",
-        "--sandbox", "disabled", "--approve-mcps", invocation.prompt])
+        "--sandbox", "disabled", "--approve-mcps"], stdin=invocation.prompt, env=QUIET_ENV)
+    argument = make_agent({"prompt_input": "argument"}).command(invocation, "cursor-agent")
+    assert (argument.argv[-1], argument.stdin) == (invocation.prompt, None)
 
 
 def test_command_line_without_trust_or_model(make_invocation: Any) -> None:
     invocation = make_invocation()
     argv = make_agent({"trust_workspace": False}).command(invocation, "cursor-agent").argv
     assert argv == ["cursor-agent", "--print", "--output-format", "stream-json", "--force",
-                    "--workspace", str(invocation.workspace), invocation.prompt]
+                    "--workspace", str(invocation.workspace)]
 
 
 # --------------------------------------------------------------------------- usage

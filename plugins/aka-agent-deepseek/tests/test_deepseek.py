@@ -24,7 +24,8 @@ from jsonschema import Draft202012Validator
 from aka_core.agent_runtime import KEEP_FIRST_EVENTS, MAX_EVENTS_KEPT
 from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation
-from aka_core.testing import CliAgentContract, FakeCli, Outcome, Requires, Script
+from aka_core.testing import CliAgentContract, Ending, FakeCli, Outcome, Requires, Script
+from aka_core.testing.fake_cli import event as print_event
 from aka_core.testing.fake_cli import stderr
 
 HERE = Path(__file__).resolve().parent
@@ -52,10 +53,23 @@ class TestDeepSeek(CliAgentContract):
                         env=("DSH_PERMISSION_MODE",))
     completed = Outcome(script=NORMAL, usage=NORMAL_USAGE)
     failed = Outcome(
+        script=Script.from_file(HERE / "fixtures" / "context.jsonl", exit_code=1).then(
+            stderr("dsh: CONTEXT_WINDOW_EXCEEDED: the request exceeds the model's context "
+                   "window")),
+        usage=AgentUsage(turns=1), message="CONTEXT_WINDOW_EXCEEDED")
+    """The agent's own failure. A step without usage leaves the tokens unknown."""
+    rate_limited = Ending(
+        script=Script.from_file(HERE / "fixtures" / "rate_limited.jsonl", exit_code=1).then(
+            stderr("dsh: RATE_LIMIT: DeepSeek API error (HTTP 429): rate limit reached")),
+        message="RATE_LIMIT: DeepSeek API error (HTTP 429)")
+    infra_error = Ending(
         script=Script.from_file(HERE / "fixtures" / "fail.jsonl", exit_code=1).then(
             stderr("dsh: SERVER: DeepSeek API error (HTTP 503)")),
-        usage=AgentUsage(turns=1), message="dsh: SERVER")
-    """A step without usage leaves the tokens unknown."""
+        message="SERVER: DeepSeek API error (HTTP 503)")
+    model_says_unauthorized = Script.from_file(
+        HERE / "fixtures" / "context.jsonl", exit_code=1).after(
+        print_event({"type": "text", "text": "The mirror answers 401 Unauthorized (invalid API key); "
+                                       "not logged in, so I vendor the file."}))
     refused = Script.from_file(HERE / "fixtures" / "auth.jsonl", exit_code=1).then(
         stderr("dsh: MISSING_CREDENTIAL: credential reference DEEPSEEK_API_KEY resolves to no "
                "value"))
@@ -146,7 +160,31 @@ class TestDeepSeek(CliAgentContract):
     def test_failures_say_what_dsh_said(self, agent: Any, invocation: AgentInvocation,
                                         fake: FakeCli) -> None:
         execution = self.run_with(agent, invocation, fake, self.refused)
-        assert "MISSING_CREDENTIAL" in (execution.message or "")
+        assert "dsh said: MISSING_CREDENTIAL: credential reference" in (execution.message or "")
+
+    def test_the_error_code_on_stderr_alone_decides(
+        self, agent: Any, invocation: AgentInvocation, fake: FakeCli
+    ) -> None:
+        """A failure outside a turn: an ``error`` event and ``dsh: CODE: message`` on stderr."""
+        execution = self.run_with(agent, invocation, fake, Script(steps=(
+            print_event({"type": "error", "message": "quota exhausted for this account"}),
+            stderr("dsh: QUOTA: quota exhausted for this account")), exit_code=1))
+        assert execution.status == "infra_error", execution.message
+        assert "quota exhausted" in (execution.message or "")
+
+    @pytest.mark.parametrize(("version", "warned"), [
+        ("0.2.0-rc.2", False), ("0.3.1", False), ("0.1.6", True), ("dsh (dev build)", True)])
+    def test_a_release_older_than_the_flags_is_warned_about(
+        self, invocation: AgentInvocation, fake: FakeCli, version: str, warned: bool
+    ) -> None:
+        """The flags are those of dsh 0.2: an older or unreadable --version is warned about in
+        the message (the run still goes ahead)."""
+        fake.describe(version=version, requires=self.requires)
+        execution = make_agent({}).run(invocation)
+        assert execution.status == "completed", execution.message
+        assert ("warning: " in (execution.message or "")) is warned
+        if warned:
+            assert "0.2" in (execution.message or "")
 
     def test_a_flag_regression_makes_the_fake_refuse(self, invocation: AgentInvocation) -> None:
         execution = make_agent({"output_format_args": []}).run(invocation)

@@ -27,6 +27,22 @@ Usage comes only from the final ``{"type": "result"}`` event (the Agent SDK's ``
 The per-message usage of ``assistant`` events is not read: their ``output_tokens`` are streaming
 placeholders. A run stopped before the result event (at the time budget) reports no tokens, cost
 or turns.
+
+The ``result`` event is the final one: a CLI still running 2 s after it is stopped (its status
+stays what the result says). How a run ended is read from the CLI's own signals, never from the
+model's text:
+
+- the result's ``subtype`` (``SDKResultMessage``): ``error_max_turns`` is ``max_turns`` (the
+  ``--max-turns`` limit), ``error_max_budget_usd`` is ``budget_exhausted`` (``--max-budget-usd``),
+  another error (``is_error: true``) is ``failed`` unless more is known;
+- its ``api_error_status``: 429 is ``rate_limited``, 401/403 ``not_authenticated``, 5xx
+  ``infra_error``;
+- the ``error`` of an ``assistant`` event (``SDKAssistantMessageError``): ``rate_limit``,
+  ``authentication_failed``, ``billing_error``/``server_error`` (``infra_error``);
+- otherwise the result's error text, its ``errors`` and stderr (``API Error: 429``, "usage limit
+  reached", "Invalid API key").
+
+The result's subtype, API status and error text are quoted in the execution's message.
 """
 
 from __future__ import annotations
@@ -67,6 +83,24 @@ PROVIDERS: dict[str, tuple[str | None, tuple[str, ...]]] = {
         "ANTHROPIC_VERTEX_BASE_URL", "CLAUDE_CODE_SKIP_VERTEX_AUTH",
     )),
 }
+
+QUIET_ENV = {
+    # https://code.claude.com/docs/en/env-vars (also the `env` table of
+    # https://code.claude.com/docs/en/settings): DISABLE_AUTOUPDATER "set to 1 to disable
+    # automatic updates"; CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC is DISABLE_AUTOUPDATER,
+    # DISABLE_BUG_COMMAND, DISABLE_ERROR_REPORTING and DISABLE_TELEMETRY together. Each task has a
+    # fresh HOME: an update check (or download) per task is wasted, and telemetry is not wanted.
+    "DISABLE_AUTOUPDATER": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+}
+
+RESULT_STATUSES = {"error_max_turns": "max_turns", "error_max_budget_usd": "budget_exhausted"}
+"""``SDKResultMessage`` subtypes that say the CLI stopped at a limit it was given."""
+ASSISTANT_ERRORS = {"rate_limit": "rate_limited", "authentication_failed": "not_authenticated",
+                    "billing_error": "infra_error", "server_error": "infra_error"}
+"""``SDKAssistantMessageError`` values (https://code.claude.com/docs/en/agent-sdk/typescript)
+that are not the agent's doing; ``invalid_request``, ``max_output_tokens`` and ``unknown`` are
+left to the rest of the classification."""
 
 CONFIG_SCHEMA: dict[str, Any] = common_agent_options_schema({
     "effort": {"enum": list(EFFORTS),
@@ -117,10 +151,62 @@ class ClaudeCodeAgent(CliAgent):
 
     def environment(self, invocation: AgentInvocation | None, private_home: Path) -> dict[str, str]:
         """The runtime's clean environment plus the provider's variables (for runs and for
-        ``aka check-agents`` alike)."""
+        ``aka check-agents`` alike), with auto-update and telemetry off."""
         env = super().environment(invocation, private_home)
         env.update(self.provider_environment())
+        env.update(QUIET_ENV)
         return env
+
+    def launch_environment(self, env: dict[str, str], *, confined: bool) -> None:
+        """As root, Claude Code refuses ``bypassPermissions`` unless ``IS_SANDBOX=1``
+        (anthropics/claude-code#3490). aka sets it only when it confines the CLI itself: then the
+        CLI does run in a sandbox. Unconfined as root, the refusal stands (pass ``IS_SANDBOX``
+        with ``pass_env`` to override it knowingly)."""
+        if confined and os.geteuid() == 0:
+            env["IS_SANDBOX"] = "1"
+
+    def is_final_event(self, event: Mapping[str, Any]) -> bool:
+        """The ``result`` event ends a print-mode run (it carries the totals)."""
+        return event.get("type") == "result"
+
+    def error_texts(self, run: CliRun) -> list[str]:
+        """The ``error`` codes of ``assistant`` events (with the CLI's own text when the message
+        is the CLI's, model ``<synthetic>``) and a failed result's subtype, API status, error
+        text and ``errors``; never what the model wrote."""
+        texts: list[str] = []
+        for event in run.events:
+            if event.get("type") == "assistant" and event.get("error"):
+                texts.append(f"assistant error {event['error']}"
+                             + (f": {synthetic}" if (synthetic := _synthetic_text(event)) else ""))
+        result = final_result(run.events)
+        if result is not None and result_failed(result):
+            texts.append(result_summary(result))
+        return texts
+
+    def classify(self, run: CliRun) -> str | None:
+        """From the result's ``subtype`` and ``api_error_status``, the assistant ``error`` codes,
+        then the error texts and stderr (see the module's docstring)."""
+        result = final_result(run.events)
+        failed = result is not None and result_failed(result)
+        if failed:
+            assert result is not None
+            if result.get("subtype") in RESULT_STATUSES:
+                return RESULT_STATUSES[result["subtype"]]
+            by_http = http_status(result.get("api_error_status"))
+            if by_http:
+                return by_http
+        elif self.succeeded(run):
+            return None
+        for event in reversed(run.events):
+            code = event.get("error") if event.get("type") == "assistant" else None
+            if code in ASSISTANT_ERRORS:
+                return ASSISTANT_ERRORS[code]
+        by_text = self.status_from_errors([*self.error_texts(run), run.stderr_tail])
+        return by_text or ("failed" if failed else None)
+
+    def failure_reason(self, run: CliRun) -> str | None:
+        texts = self.error_texts(run)
+        return "; ".join(texts) if texts else None
 
     def provider_environment(self) -> dict[str, str]:
         """The provider switch and the provider's own variables (only for bedrock and vertex:
@@ -159,21 +245,54 @@ class ClaudeCodeAgent(CliAgent):
             return status["loggedIn"]
         return returncode == 0
 
-    def is_auth_failure(self, run: CliRun) -> bool:
-        """A failed exit whose stderr, final result text or an assistant ``error`` says the
-        credentials were refused (not any mention of "401" in the model's own output)."""
-        if run.exit_code in (0, None):
-            return False
-        texts = [run.stderr_tail]
-        for event in run.events[-20:]:
-            if event.get("type") == "result":
-                if event.get("api_error_status") == 401:
-                    return True
-                texts += [str(event.get("result") or ""), json.dumps(event.get("errors") or [])]
-            elif event.get("type") == "assistant" and event.get("error"):
-                texts.append(str(event["error"]))
-        text = " ".join(texts).lower()
-        return any(marker in text for marker in self.auth_failure_markers)
+
+
+def final_result(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((e for e in reversed(events) if e.get("type") == "result"), None)
+
+
+def result_failed(result: Mapping[str, Any]) -> bool:
+    """An error result: ``is_error`` (the CLI sets it with subtype ``success`` for API errors
+    too) or an ``error_*`` subtype."""
+    return result.get("is_error") is True or str(result.get("subtype", "")).startswith("error")
+
+
+def result_summary(result: Mapping[str, Any]) -> str:
+    """A failed result in the CLI's words: subtype, API status, its text, its ``errors``."""
+    text = f"result {result.get('subtype')}"
+    if result.get("api_error_status") is not None:
+        text += f" (API status {result['api_error_status']})"
+    if isinstance(result.get("result"), str) and result["result"].strip():
+        text += f": {result['result'].strip()[:300]}"
+    errors = result.get("errors")
+    if isinstance(errors, list) and errors:
+        text += "; errors: " + "; ".join(str(e) for e in errors)[:300]
+    return text
+
+
+def http_status(code: Any) -> str | None:
+    """The status an HTTP error of the API means."""
+    if isinstance(code, bool) or not isinstance(code, int):
+        return None
+    if code == 429:
+        return "rate_limited"
+    if code in (401, 403):
+        return "not_authenticated"
+    if 500 <= code < 600:
+        return "infra_error"
+    return None
+
+
+def _synthetic_text(event: Mapping[str, Any]) -> str:
+    """The text of an ``assistant`` message the CLI wrote itself (model ``<synthetic>``: an API
+    error it reports), never a model's."""
+    message = event.get("message")
+    if not isinstance(message, Mapping) or message.get("model") != "<synthetic>":
+        return ""
+    content = message.get("content")
+    parts = [c.get("text", "") for c in content if isinstance(c, Mapping)] if isinstance(
+        content, list) else []
+    return " ".join(p for p in parts if isinstance(p, str)).strip()[:300]
 
 
 def session_model(events: list[dict[str, Any]]) -> str | None:

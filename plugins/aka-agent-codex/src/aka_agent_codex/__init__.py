@@ -4,6 +4,7 @@ One launch per task, JSON Lines on stdout, the prompt on stdin::
 
     codex exec --json --color never --skip-git-repo-check \\
         --dangerously-bypass-approvals-and-sandbox --cd WORKSPACE \\
+        -c check_for_update_on_startup=false -c analytics.enabled=false \\
         [-m MODEL] [-p PROFILE] [-c model_reasoning_effort="E"] [-c model_provider="P"] \\
         [extra_args ...] -
 
@@ -23,23 +24,31 @@ the command line and the reading of usage from Codex's own events:
   None.
 - No event names the model. ``model`` is the one this agent passed with ``-m`` (None when Codex
   chose its default), or the target of a ``model rerouted: A -> B`` notice when Codex reports one.
+
+``codex exec`` runs one turn, so ``turn.completed`` or ``turn.failed`` is its final event: a CLI
+still running 2 s after it is stopped. How a run ended comes from Codex's own error reports, the
+``error`` events and the ``turn.failed`` error (``ThreadErrorEvent``, ``TurnFailedEvent``), and its
+stderr, never from the agent's messages: "401 Unauthorized", "Incorrect API key" or "not logged in"
+is ``not_authenticated``; "429 Too Many Requests", "rate limit" or "usage limit" is
+``rate_limited``; a 5xx status, "stream disconnected before completion", "error sending request"
+or an exhausted quota is ``infra_error``; any other failed turn is ``failed``. The last error
+Codex reported is quoted in the execution's message. Codex has no turn or spending limit of its
+own, so never ``max_turns`` nor ``budget_exhausted``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import attrs
-
 from aka_core import hookimpl
 from aka_core.agent_runtime import (
-    AgentCheck,
     CliAgent,
     CliCommand,
+    CliRun,
     as_int,
     common_agent_options_schema,
 )
@@ -67,10 +76,19 @@ CONFIG_SCHEMA: dict[str, Any] = common_agent_options_schema({
 })
 
 # ``codex exec`` prints these (in error events or on stderr) when its credentials are refused
-# or missing. Bare "401" is left out: token counts in the events can contain those digits.
+# or missing. They are matched in Codex's error reports only, never in the agent's messages.
 AUTH_FAILURE_MARKERS = (
     "unauthorized", "not logged in", "please log in", "incorrect api key", "invalid api key",
     "codex login",
+)
+
+QUIET_ARGS = (
+    # `check_for_update_on_startup`: "Check for Codex updates on startup" (Codex's configuration
+    # reference, https://developers.openai.com/codex/config-reference); `analytics.enabled`:
+    # usage analytics (added in https://github.com/openai/codex/pull/8350). Each task has a
+    # fresh CODEX_HOME: an update check per task is wasted, and analytics are not wanted. Codex
+    # ignores a key it does not know, so older releases run unchanged.
+    "-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false",
 )
 
 _REROUTED = re.compile(r"^model rerouted: (?P<source>\S+) -> (?P<target>\S+)")
@@ -84,6 +102,8 @@ class CodexAgent(CliAgent):
     # CODEX_API_KEY is the key ``codex exec`` itself reads; OPENAI_API_KEY is read by model
     # providers whose env_key names it (the CLI's own login ignores it).
     credential_env: ClassVar[tuple[str, ...]] = ("CODEX_API_KEY", "OPENAI_API_KEY")
+    # `codex login status` looks only at the stored login; `codex exec` logs in with CODEX_API_KEY.
+    api_key_env: ClassVar[tuple[str, ...] | None] = ("CODEX_API_KEY",)
     config_dir_env: ClassVar[str | None] = "CODEX_HOME"
     version_args: ClassVar[tuple[str, ...]] = ("--version",)
     auth_status_args: ClassVar[tuple[str, ...] | None] = ("login", "status")
@@ -92,7 +112,7 @@ class CodexAgent(CliAgent):
     def command(self, invocation: AgentInvocation, executable: str) -> CliCommand:
         argv = [executable, "exec", "--json", "--color", "never", "--skip-git-repo-check",
                 "--dangerously-bypass-approvals-and-sandbox",
-                "--cd", str(invocation.workspace.resolve())]
+                "--cd", str(invocation.workspace.resolve()), *QUIET_ARGS]
         if self.options.get("model"):
             argv += ["--model", self.options["model"]]
         if self.options.get("profile"):
@@ -141,15 +161,30 @@ class CodexAgent(CliAgent):
             turns=None,  # nor a count of turns: turn.completed events are not one
         )
 
-    def check(self) -> AgentCheck:
-        """The runtime's check; ``codex login status`` reads only the stored login, while
-        ``codex exec`` also accepts CODEX_API_KEY, so a set key counts as a login."""
-        found = super().check()
-        if found.installed and found.authenticated is not True and os.environ.get("CODEX_API_KEY"):
-            return attrs.evolve(found, authenticated=True,
-                                detail="CODEX_API_KEY is set (codex exec reads it; "
-                                       f"`codex login status` said: {found.detail})")
-        return found
+    def is_final_event(self, event: Mapping[str, Any]) -> bool:
+        """The end of ``codex exec``'s one turn."""
+        return event.get("type") in ("turn.completed", "turn.failed")
+
+    def error_texts(self, run: CliRun) -> list[str]:
+        """The messages of ``error`` events and of a ``turn.failed`` error. Not ``error`` items
+        (``item.completed`` with an error item): those are notices such as a model reroute."""
+        texts = []
+        for event in run.events:
+            if event.get("type") == "error" and isinstance(event.get("message"), str):
+                texts.append(event["message"])
+            elif event.get("type") == "turn.failed":
+                error = event.get("error")
+                message = error.get("message") if isinstance(error, Mapping) else None
+                texts.append(message if isinstance(message, str) else json.dumps(error))
+        return texts
+
+    def classify(self, run: CliRun) -> str | None:
+        last = next((e.get("type") for e in reversed(run.events)
+                     if e.get("type") in ("turn.completed", "turn.failed")), None)
+        if self.succeeded(run) and last != "turn.failed":
+            return None
+        status = self.status_from_errors([*self.error_texts(run), run.stderr_tail])
+        return status or ("failed" if last == "turn.failed" else None)
 
 
 def toml_string(value: str) -> str:

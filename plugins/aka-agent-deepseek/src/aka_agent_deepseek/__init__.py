@@ -23,11 +23,26 @@ The totals are sums over the steps, so they are only right if every ``step_end``
 the steps of a turn 1, 2, 3 ..., a gap in the numbering of the ``step_end`` events kept shows that
 steps were dropped, and then no total (tokens or steps) is reported rather than a partial one.
 Events dropped between two kept steps (text, tool calls) change nothing.
+
+``final`` (the run's answer) or ``error`` (a failure outside a turn) is the last event of a run
+(``packages/bundle/headless/src/index.ts``): a CLI still running 2 s after it is stopped. How a run
+ended comes from dsh's error codes (``HarnessError.code``, "route on this, never by parsing
+``message``": ``packages/llm/llm/src/error.ts``), in the ``turn_end`` event's error ``reason`` and
+in its ``dsh: <CODE>: <message>`` stderr line, never from the model's text: ``RATE_LIMIT`` is
+``rate_limited``; ``AUTH``, ``MISSING_CREDENTIAL``, ``INVALID_CREDENTIAL`` are
+``not_authenticated``; ``QUOTA`` (an exhausted balance), ``SERVER``, ``EMPTY_RESPONSE`` and
+``SANDBOX_UNAVAILABLE`` are ``infra_error``; another code is ``failed``.
+
+The flags (``--profile headless``, ``--json``, ``-`` for stdin) are those of the 0.2 line;
+``--version`` below 0.2, or one that cannot be read, adds a warning to the execution's message and
+the log (the run still goes ahead: ``headless_args`` and ``output_format_args`` may adapt it).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,11 +51,26 @@ from aka_core.agent_runtime import (
     MAX_EVENTS_KEPT,
     CliAgent,
     CliCommand,
+    CliRun,
     as_int,
     common_agent_options_schema,
+    strip_ansi,
 )
 from aka_core.models import AgentUsage
 from aka_core.records import AgentInvocation, AgentSpec
+
+ERROR_CODE_STATUSES = {
+    "RATE_LIMIT": "rate_limited",
+    "AUTH": "not_authenticated", "MISSING_CREDENTIAL": "not_authenticated",
+    "INVALID_CREDENTIAL": "not_authenticated",
+    "QUOTA": "infra_error", "SERVER": "infra_error", "EMPTY_RESPONSE": "infra_error",
+    "SANDBOX_UNAVAILABLE": "infra_error",
+}
+"""dsh's error codes that say more than ``failed``."""
+FLAGS_SINCE: tuple[int, int] = (0, 2)
+"""The release line whose headless flags and ``--json`` stream this agent uses."""
+_STDERR_CODE = re.compile(r"^dsh: ([A-Z][A-Z0-9_]+): ", re.MULTILINE)
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
 
 DEFAULT_HEADLESS_ARGS: tuple[str, ...] = ("--profile", "headless")
 DEFAULT_OUTPUT_FORMAT_ARGS: tuple[str, ...] = ("--json",)
@@ -123,6 +153,56 @@ class DeepSeekAgent(CliAgent):
             env["DSH_TELEMETRY_DISABLED"] = "1"
         return CliCommand(argv=argv, stdin=invocation.prompt, env=env)
 
+    def is_final_event(self, event: Mapping[str, Any]) -> bool:
+        """``final`` closes a run; ``error`` reports one that failed outside a turn."""
+        return event.get("type") in ("final", "error")
+
+    def error_texts(self, run: CliRun) -> list[str]:
+        """``CODE: message`` of every ``turn_end`` with an error reason, and the message of
+        ``error`` events."""
+        texts = []
+        for event in run.events:
+            if event.get("type") == "status" and event.get("phase") == "turn_end":
+                code, message = _turn_error(event)
+                if code or message:
+                    texts.append(f"{code or 'ERROR'}: {message}")
+            elif event.get("type") == "error":
+                texts.append(str(event.get("message", "")))
+        return texts
+
+    def error_codes(self, run: CliRun) -> list[str]:
+        """dsh's error codes, from its events, then from its stderr (``dsh: CODE: message``)."""
+        codes = [code for event in run.events
+                 if event.get("type") == "status" and event.get("phase") == "turn_end"
+                 for code in [_turn_error(event)[0]] if code]
+        return codes + _STDERR_CODE.findall(strip_ansi(run.stderr_tail))
+
+    def classify(self, run: CliRun) -> str | None:
+        texts = self.error_texts(run)
+        if self.succeeded(run) and not texts:
+            return None
+        for code in reversed(self.error_codes(run)):
+            if code in ERROR_CODE_STATUSES:
+                return ERROR_CODE_STATUSES[code]
+        status = self.status_from_errors([*texts, run.stderr_tail])
+        return status or ("failed" if texts else None)
+
+    def version_warning(self, version: str | None) -> str | None:
+        """The headless flags this agent passes are those of dsh 0.2; an older dsh (0.1.x has no
+        ``--json``), or one whose version cannot be read, may not understand them."""
+        wanted = ".".join(map(str, FLAGS_SINCE))
+        match = _VERSION.search(version or "")
+        if match is None:
+            return (f"dsh's version is unknown ({version!r}); this agent's flags (--profile "
+                    f"headless, --json, -) are those of dsh {wanted}: if its output is not JSON "
+                    "events, upgrade dsh or set headless_args/output_format_args")
+        found = (int(match[1]), int(match[2]))
+        if found < FLAGS_SINCE:
+            return (f"dsh --version says {version!r}, older than {wanted}, whose flags this agent passes "
+                    "(--profile headless, --json, -); upgrade dsh (npm install -g "
+                    "@deepseek-ai/dsh) or set headless_args/output_format_args for this release")
+        return None
+
     def write_model_patch(self, logs_dir: Path) -> Path | None:
         """A patch overlay that replaces the config of dsh's ``agent-default-model`` row (the model
         fresh sessions start on); None when no ``model`` is set. JSON is valid YAML."""
@@ -173,6 +253,18 @@ class DeepSeekAgent(CliAgent):
         return AgentUsage(input_tokens=_total(inputs), cached_input_tokens=_total(cached),
                           cache_write_tokens=_total(written), output_tokens=_total(outputs),
                           reasoning_tokens=_total(reasoning), turns=len(steps))
+
+
+def _turn_error(event: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(code, message) of a ``turn_end`` whose reason is an error; (None, "") otherwise."""
+    reason = event.get("reason")
+    if not isinstance(reason, Mapping) or reason.get("kind") == "completed":
+        return None, ""
+    error = reason.get("error")
+    if not isinstance(error, Mapping):
+        return (None, "") if reason.get("kind") is None else (str(reason.get("kind")).upper(), "")
+    code = error.get("code")
+    return (code if isinstance(code, str) and code else None), str(error.get("message", ""))
 
 
 def _total(values: list[int | None]) -> int | None:
