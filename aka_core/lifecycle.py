@@ -35,6 +35,7 @@ from aka_core.host import PluginHost
 from aka_core.interrupt import INTERRUPTS, signal_name
 from aka_core.models import (
     PROVIDER_FAILURES,
+    SETUP_FAILURES,
     Acceptance,
     AgentExecution,
     EvaluationSummary,
@@ -226,6 +227,13 @@ def _agent_phase(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> AgentP
     write_json_atomic(agent_cost_path(ctx.run_dir, task_id),
                       {"task_id": task_id, "agent": execution.agent,
                        **unstructure(execution.usage)})
+    if execution.status in SETUP_FAILURES:
+        log.warning("agent could not start", status=execution.status)
+        return TaskResult(
+            status="infra_error", agent_execution=execution,
+            error=f"the agent could not work ({execution.status}: {execution.message}); the "
+                  "candidate was not judged: fix the setup (aka check-agents CONFIG) and run "
+                  "the task again", **base)
     if execution.status in PROVIDER_FAILURES:
         # The provider, not the agent nor its candidate, failed: nothing to judge or score.
         log.warning("agent step failed outside the agent", status=execution.status,

@@ -266,7 +266,10 @@ network failed, not the agent: the lifecycle retries them per ``agent.retry`` an
 run out, ends the task as ``infra_error`` without judging it)."""
 
 PROVIDER_FAILURES: tuple[str, ...] = ("rate_limited", "infra_error")
-"""Agent statuses that are not the agent's (nor the candidate's) doing: never scored."""
+"""Agent statuses that are not the agent's (nor the candidate's) doing: retried, never scored."""
+SETUP_FAILURES: tuple[str, ...] = ("not_installed", "not_authenticated")
+"""Agent statuses of a setup the user must fix: the agent never worked, so the untouched
+baseline is not judged as its candidate (a trainer would learn a zero from a missing login)."""
 
 
 @attrs.frozen(kw_only=True)
