@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sys
 import textwrap
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +52,11 @@ STAND_IN = textwrap.dedent('''\
         except OSError as exc:
             seen[name] = f"denied: {{exc.strerror}}"
     seen["processes_visible"] = len([p for p in os.listdir("/proc") if p.isdigit()])
+    try:  # its model's endpoint: the network stays the host's
+        with socket.create_connection(("127.0.0.1", int(targets["endpoint_port"])), timeout=5) as s:
+            seen["endpoint"] = s.recv(16).decode()
+    except OSError as exc:
+        seen["endpoint"] = f"unreachable: {{exc}}"
     try:
         os.kill(int(targets["aka_pid"]), 0)
         seen["signal_aka"] = "allowed"
@@ -110,10 +117,24 @@ def run_layout(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
     exe.chmod(0o755)
     (bin_dir.parent / "installed_tool.py").write_text("# an installed program\n")
     host_tmp_file = Path(f"/tmp/aka-agent-was-here-{uuid.uuid4().hex}")
+    endpoint = socket.create_server(("127.0.0.1", 0))  # stands for the model's API
+    serving = threading.Thread(target=_serve_hello, args=(endpoint,), daemon=True)
+    serving.start()
     yield {"task": task, "task_dir": task_dir, "solutions": solutions, "run_dir": run_dir,
            "task_run": task_run, "other": other, "home": home, "bin": bin_dir,
-           "host_tmp_file": str(host_tmp_file)}
+           "host_tmp_file": str(host_tmp_file), "endpoint_port": endpoint.getsockname()[1]}
     host_tmp_file.unlink(missing_ok=True)
+    endpoint.close()
+
+
+def _serve_hello(server: socket.socket) -> None:
+    while True:
+        try:
+            connection, _ = server.accept()
+        except OSError:
+            return
+        with connection:
+            connection.sendall(b"hello")
 
 
 def invoke(layout: dict[str, Any], *, selfcheck: bool = False, **options: Any) -> dict[str, Any]:
@@ -133,6 +154,7 @@ def invoke(layout: dict[str, Any], *, selfcheck: bool = False, **options: Any) -
                   "records": str(task_run / "logs" / "agent.jsonl"),
                   "tmp": layout["host_tmp_file"]},
         "aka_pid": os.getpid(), "selfcheck": selfcheck,
+        "endpoint_port": layout["endpoint_port"],
     }
     env = {"PATH": f"{layout['bin']}{os.pathsep}{os.environ['PATH']}",
            "PROBE_TARGETS": json.dumps(targets)}
@@ -165,6 +187,7 @@ def test_a_confined_agent_cannot_read_the_answer_key_nor_write_outside(
     assert not Path(run_layout["host_tmp_file"]).exists(), "the host's /tmp was written"
     assert seen["processes_visible"] < 10, "the host's processes are visible"
     assert seen["signal_aka"].startswith("denied")
+    assert seen["endpoint"] == "hello", "a confined agent must still reach its model"
     assert "# tuned by the agent" in (run_layout["task_run"] / "workspace" / "kernel.py").read_text()
     assert "hunter2" not in json.dumps(seen)
 
