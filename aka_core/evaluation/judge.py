@@ -578,7 +578,7 @@ class SideIO:
             reply = self.judge._request(self.side, "setup", "correctness", nbytes=size,
                                         slots=[layout])
             self.arena = map_runner_arena(self.side, reply, size)
-            self.views = arena_views(self.arena, layout)
+            self.views = arena_views(self.arena.bytes, layout)
             self.signature, self.layout = signature, layout
         for name, view in self.views.items():
             view.copy_(inputs[name])
@@ -730,10 +730,11 @@ def slot_layout(inputs: Mapping[str, Any], start: int) -> tuple[dict[str, Any], 
     return layout, -(-offset // ALIGN) * ALIGN
 
 
-def arena_views(arena: Any, layout: Mapping[str, Any], shift: int = 0) -> dict[str, Any]:
+def arena_views(buffer: Any, layout: Mapping[str, Any], shift: int = 0) -> dict[str, Any]:
+    """Typed views of ``layout``'s tensors in ``buffer`` (a uint8 tensor), ``shift`` bytes on."""
     from aka_core.evaluation import cuda_ipc
 
-    return {name: cuda_ipc.view(arena.bytes, item["offset"] + shift,
+    return {name: cuda_ipc.view(buffer, item["offset"] + shift,
                                 protocol.torch_dtype(item["dtype"]), tuple(item["shape"]))
             for name, item in layout.items() if "offset" in item}
 

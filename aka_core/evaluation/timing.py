@@ -166,20 +166,21 @@ class CaseTimer:
 
     # ------------------------------------------------------------------ set-up
     def allocate(self, count: int) -> None:
+        self.release()
+        self.count = count
+        self.make_stage()
+        for side in ("baseline", "candidate"):
+            self.slots[side] = SideSlots(self.judge, side, self.layout, self.region, count)
+
+    def make_stage(self) -> None:
+        """The judge's private copy of a block's inputs, laid out like a runner's slots."""
         import torch
 
         from aka_core.evaluation.judge import arena_views
 
-        self.release()
-        self.count = count
-        self.stage = torch.empty(self.region * count, dtype=torch.uint8, device="cuda")
-
-        class _Stage:  # arena_views wants .bytes
-            bytes = self.stage
-
-        self.stage_views = [arena_views(_Stage, self.layout, j * self.region) for j in range(count)]
-        for side in ("baseline", "candidate"):
-            self.slots[side] = SideSlots(self.judge, side, self.layout, self.region, count)
+        self.stage = torch.empty(self.region * self.count, dtype=torch.uint8, device="cuda")
+        self.stage_views = [arena_views(self.stage, self.layout, j * self.region)
+                            for j in range(self.count)]
 
     def release(self) -> None:
         for slots in self.slots.values():
@@ -349,7 +350,7 @@ class CaseTimer:
     def slot_inputs(self, side: str, j: int) -> dict[str, Any]:
         from aka_core.evaluation.judge import arena_views
 
-        return arena_views(self.slots[side].arena, self.layout, CTRL_BYTES + j * self.region)
+        return arena_views(self.slots[side].arena.bytes, self.layout, CTRL_BYTES + j * self.region)
 
     # ------------------------------------------------------------------ the case
     def run(self) -> dict[str, Any]:
@@ -420,17 +421,7 @@ class CaseTimer:
         """The baseline alone (the candidate's process is gone): its time and ``o``."""
         self.slots["baseline"] = SideSlots(self.judge, "baseline", self.layout, self.region,
                                            self.count)
-        import torch
-
-        from aka_core.evaluation.judge import arena_views
-
-        self.stage = torch.empty(self.region * self.count, dtype=torch.uint8, device="cuda")
-
-        class _Stage:
-            bytes = self.stage
-
-        self.stage_views = [arena_views(_Stage, self.layout, j * self.region)
-                            for j in range(self.count)]
+        self.make_stage()
         if self.mode["baseline"] == "graph":
             self.prime("baseline")
             reply = self.judge._request("baseline", "capture", "timing", count=self.count)
