@@ -22,6 +22,7 @@ from typing import Any
 
 from aka_core.evaluation import protocol
 from aka_core.evaluation.evaluate import die_with_parent
+from aka_core.processes import descendants
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -38,26 +39,6 @@ class SideFailure(Exception):
 def become_subreaper() -> None:
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (by parent links in /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, stack = [], [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
 
 
 def reap() -> None:
@@ -193,9 +174,10 @@ class RunnerProcess:
 
 
 def kill_orphans(keep: set[int]) -> None:
-    """Kill processes reparented to this (subreaper) process that are not in ``keep``."""
+    """Kill the processes below this (subreaper) one, except ``keep`` and what is below them."""
+    kept = set(keep).union(*(descendants(k) for k in keep))
     for pid in descendants(os.getpid()):
-        if pid in keep or any(pid in descendants(k) for k in keep):
+        if pid in kept:
             continue
         try:
             os.kill(pid, signal.SIGKILL)

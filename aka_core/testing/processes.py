@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+from aka_core.processes import descendants
 
 T = TypeVar("T")
 
@@ -27,23 +28,6 @@ def alive(pid: int) -> bool:
             return True
         return True
     return state not in ("Z", "X")
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children, grandchildren ...), from /proc."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text()
-                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [p for p, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
-    return found
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
