@@ -1,14 +1,51 @@
-"""Processes below a process, from /proc: what aka kills when a judge, a runner or a worker ends
-(``aka_core.testing.processes`` offers the same to tests)."""
+"""Processes below a process, from /proc: what aka kills when a judge, a runner or a worker ends,
+and what the judge freezes while it times the other side (``aka_core.testing.processes`` offers
+the same to tests)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 from pathlib import Path
 
 
+def children(pid: int) -> list[int] | None:
+    """The direct children of ``pid`` from its threads' ``children`` files (a few small reads,
+    where scanning /proc reads one file per process of the machine); None where the kernel does
+    not offer them (then ``descendants`` scans)."""
+    found: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []  # gone
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                found += [int(p) for p in handle.read().split()]
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread ended
+            return None
+        except OSError:
+            continue
+    return found
+
+
 def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children, grandchildren ...), from /proc."""
+    """Every process below ``pid`` (children, grandchildren ...), parents before children."""
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop(0)
+        below = children(current)
+        if below is None:
+            return _scan(pid)
+        found += below
+        frontier += below
+    return found
+
+
+def _scan(pid: int) -> list[int]:
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -17,8 +54,38 @@ def descendants(pid: int) -> list[int]:
                 parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
     found, frontier = [], [pid]
     while frontier:
-        current = frontier.pop()
-        children = [p for p, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
+        current = frontier.pop(0)
+        below = [p for p, parent in parents.items() if parent == current]
+        found += below
+        frontier += below
     return found
+
+
+def signal_tree(pid: int, sig: int) -> list[int]:
+    """Send ``sig`` to ``pid`` and then to everything below it, top down (a stopped parent forks
+    no new child while its children are being found). Returns the processes signalled."""
+    done: list[int] = []
+    frontier = [pid]
+    while frontier:
+        current = frontier.pop(0)
+        try:
+            os.kill(current, sig)
+            done.append(current)
+        except (ProcessLookupError, PermissionError):
+            continue
+        below = children(current)
+        if below is None:
+            below = [p for p in _scan(current) if p not in done]
+            for p in below:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(p, sig)
+                    done.append(p)
+            continue
+        frontier += below
+    return done
+
+
+def signal_pids(pids: list[int], sig: int = signal.SIGCONT) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)

@@ -179,6 +179,60 @@ def compare_outputs(outputs: list[Any], refs: list[Any],
     return summary
 
 
+def failure_flag(out: Any, ref: Any, tol: Tolerance) -> Any:
+    """A boolean scalar tensor on ``out``'s device, true where ``compare`` would fail (same rules:
+    NaN and inf positions must match, finite elements within atol + rtol*|ref|, the relative L2
+    bound; the arithmetic in float32 for 16- and 32-bit floats). Nothing waits for the device:
+    many flags are read back at once (``read_flags``)."""
+    import torch
+
+    if tuple(out.shape) != tuple(ref.shape):
+        return torch.ones((), dtype=torch.bool, device=out.device)
+    wide = torch.float32
+    if torch.float64 in (out.dtype, ref.dtype) or not out.dtype.is_floating_point:
+        wide = torch.float64  # integers compare exactly; float64 keeps its digits
+    o = out.detach().to(wide)
+    r = ref.detach().to(device=out.device, dtype=wide)
+    diff = (o - r).abs()
+    fine = ((diff <= tol.atol + tol.rtol * r.abs()) & r.isfinite()) | (o == r) | (
+        o.isnan() & r.isnan())
+    failed = ~fine.all()
+    if tol.max_rel_l2 is not None:
+        finite = r.isfinite()
+        err = torch.linalg.vector_norm(torch.where(finite, o - r, 0.0))
+        norm = torch.linalg.vector_norm(torch.where(finite, r, 0.0))
+        too_far = torch.where(norm > 0, err > tol.max_rel_l2 * norm, err > tol.max_rel_l2)
+        failed = failed | too_far
+    return failed
+
+
+def output_failure_flags(outputs: list[Any], refs: list[Any],
+                         tolerances: Mapping[str, Tolerance]) -> list[Any]:
+    """``failure_flag`` of each output, its tolerance chosen by its dtype."""
+    return [failure_flag(out, ref, tolerance_for(out.dtype, tolerances))
+            for out, ref in zip(outputs, refs, strict=True)]
+
+
+def bytes_differ_flag(a: Any, b: Any) -> Any:
+    """A boolean scalar tensor, true where ``a`` and ``b`` (same shape and dtype) differ in any
+    byte; nothing waits for the device."""
+    import torch
+
+    if a.numel() == 0:
+        return torch.zeros((), dtype=torch.bool, device=a.device)
+    return (a.contiguous().view(-1).view(torch.uint8)
+            != b.contiguous().view(-1).view(torch.uint8).to(a.device)).any()
+
+
+def read_flags(flags: list[Any]) -> list[bool]:
+    """The values of boolean scalar tensors, with one wait for the device."""
+    import torch
+
+    if not flags:
+        return []
+    return [bool(v) for v in torch.stack([f.reshape(()) for f in flags]).tolist()]
+
+
 def same_bytes(a: Any, b: Any) -> bool:
     import torch
 

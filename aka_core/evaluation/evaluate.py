@@ -52,6 +52,12 @@ CANDIDATE_FAILURES = frozenset({
 TIMING_FAILURES = frozenset({"timing_check", "impossible_time", "interference"})
 
 
+def _judge_profile() -> dict[str, str]:
+    """The judge alone profiles itself where ``AKA_JUDGE_PROFILE`` names a folder."""
+    folder = os.environ.get("AKA_JUDGE_PROFILE")
+    return {"AKA_JUDGE_PROFILE": folder} if folder else {}
+
+
 def worker_base_environment() -> dict[str, str]:
     def allowed(name: str) -> bool:
         if name in WORKER_ENV_KEEP:
@@ -121,7 +127,8 @@ def evaluate(
             preexec_fn=die_with_parent(os.getpid()),
             env={**worker_base_environment(), **(env or {}), "PYTHONUNBUFFERED": "1",
                  "PYTHONDONTWRITEBYTECODE": "1",
-                 "AKA_JUDGE_LOG_PREFIX": str(log_path.with_suffix(""))},
+                 "AKA_JUDGE_LOG_PREFIX": str(log_path.with_suffix("")),
+                 **_judge_profile()},
         )
         os.close(write_fd)
         messages: queue.Queue[tuple[float, dict[str, Any] | None]] = queue.Queue()

@@ -372,6 +372,7 @@ class Judge:
         self.result["performance"] = {"measured": False, "reason_not_measured": record["note"]}
 
     def prepare_both(self) -> None:
+        """Both sides build and warm up at once (each in its own process)."""
         started = time.monotonic()
         first = self.cases[0]
         inputs = self.inputs_for(first, self.case_seeds[first.name][0])
@@ -379,7 +380,11 @@ class Judge:
         self.io = {side: SideIO(self, side) for side in self.runners}
         for side in self.runners:
             fields = self.io[side].load(inputs)
-            reply = self._request(side, "prepare", "compile", **fields)
+            self._send(side, "prepare", "compile", **fields)
+        # The baseline first: a baseline that does not build is the task's fault, whatever the
+        # candidate did.
+        for side in self.runners:
+            reply = self._answer(side, "prepare", "compile")
             if reply.get("facts"):
                 facts[side] = reply["facts"]
         self.result["compile"] = {"passed": True, "seconds": round(time.monotonic() - started, 4)}
@@ -388,10 +393,21 @@ class Judge:
 
     def _request(self, side: str, op: str, phase: str, timeout: float | None = None,
                  **fields: Any) -> dict[str, Any]:
+        self._send(side, op, phase, **fields)
+        return self._answer(side, op, phase, timeout)
+
+    def _send(self, side: str, op: str, phase: str, **fields: Any) -> None:
+        try:
+            self.runners[side].send(op=op, **fields)
+        except SideFailure as exc:
+            raise self.side_failure(side, self._timed_out(side, exc), phase) from None
+
+    def _answer(self, side: str, op: str, phase: str, timeout: float | None = None
+                ) -> dict[str, Any]:
         runner = self.runners[side]
         limit = max(0.5, min(timeout or math.inf, self.remaining()))
         try:
-            return runner.request(op, limit, **fields)
+            return runner.answer(op, limit)
         except SideFailure as exc:
             exc = self._timed_out(side, exc)
             if phase == "compile" and exc.kind == "raised" and not exc.details.get("build_error"):
@@ -849,6 +865,7 @@ def main(argv: list[str] | None = None) -> int:
     judge = Judge(request, channel)
     del request
     code = 0
+    profile = _profiler()
     try:
         result = judge.run()
     except JudgeFailure as exc:
@@ -873,13 +890,32 @@ def main(argv: list[str] | None = None) -> int:
         except BaseException as exc:  # never lose the record for a cleanup fault
             result = judge.result
             result.setdefault("cleanup_error", f"{type(exc).__name__}: {exc}")
+    result["diagnostics"] = {"runner_ops": {
+        side: {op: {k: round(v, 4) if isinstance(v, float) else v for k, v in entry.items()}
+               for op, entry in runner.op_stats.items()}
+        for side, runner in judge.runners.items()}}
     if "failure" in result:
         result["failure"].setdefault("retryable", result["failure"]["kind"] == INFRA)
         for side, runner in judge.runners.items():
             result.setdefault("logs", {})[side] = str(runner.log_path)
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(Path(os.environ["AKA_JUDGE_PROFILE"]) / f"judge-{os.getpid()}.prof")
     judge.phase("done")
     channel.send("result", result=result)
     return code
+
+
+def _profiler() -> Any:
+    """``AKA_JUDGE_PROFILE=DIR`` (set by the user for the judge alone): profile the judge's work
+    into ``DIR/judge-<pid>.prof``; where an evaluation's seconds go (bench/judge_profile.py)."""
+    if not os.environ.get("AKA_JUDGE_PROFILE"):
+        return None
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    return profile
 
 
 if __name__ == "__main__":

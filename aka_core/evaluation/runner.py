@@ -23,6 +23,7 @@ import base64
 import importlib
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -48,9 +49,11 @@ class Runner:
         self.kept: list[list[Any]] = []
         self.exports: dict[int, bytes] = {}
         self.stream: Any = None
+        self.started_op = time.monotonic()
 
     def reply(self, **message: Any) -> None:
-        protocol.send(self.reply_fd, message)
+        protocol.send(self.reply_fd, {**message,
+                                      "busy_s": round(time.monotonic() - self.started_op, 6)})
 
     # ------------------------------------------------------------------ start-up
     def start(self) -> None:
@@ -97,6 +100,7 @@ class Runner:
     def serve(self) -> None:
         while True:
             command = self.commands.read(timeout=24 * 3600)
+            self.started_op = time.monotonic()
             op = command.get("op")
             if op == "quit":
                 return

@@ -9,6 +9,7 @@ and are killed with the runner.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -22,7 +23,7 @@ from typing import Any
 
 from aka_core.evaluation import protocol
 from aka_core.evaluation.evaluate import die_with_parent
-from aka_core.processes import descendants
+from aka_core.processes import children, descendants, signal_pids, signal_tree
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -80,10 +81,14 @@ class RunnerProcess:
         self.cmd_fd = cmd_w
         self.replies = protocol.LineReader(rep_r)
         self.stopped = False
+        self.frozen: list[int] = []
+        self.op_stats: dict[str, dict[str, Any]] = {}
+        self._sent = ("", 0.0)
         self.dead = False
 
     # ------------------------------------------------------------------ messages
     def send(self, **message: Any) -> None:
+        self._sent = (str(message.get("op")), time.monotonic())
         try:
             protocol.send(self.cmd_fd, message)
         except (BrokenPipeError, OSError) as exc:
@@ -91,7 +96,9 @@ class RunnerProcess:
 
     def read(self, timeout: float, what: str) -> dict[str, Any]:
         try:
-            return self.replies.read(timeout)
+            reply = self.replies.read(timeout)
+            self._count(reply)
+            return reply
         except protocol.RunnerGone as exc:
             if exc.timed_out:
                 raise SideFailure("timeout", f"the {self.side} did not answer within {timeout:.0f} s "
@@ -103,6 +110,10 @@ class RunnerProcess:
 
     def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
         self.send(op=op, **fields)
+        return self.answer(op, timeout)
+
+    def answer(self, op: str, timeout: float) -> dict[str, Any]:
+        """The reply to ``op`` (sent before), or ``SideFailure``."""
         reply = self.read(timeout, op)
         if reply.get("ok") is not True:
             error = str(reply.get("error", "failed"))[:4000]
@@ -111,6 +122,18 @@ class RunnerProcess:
                               build_error=bool(reply.get("build_error")),
                               file=reply.get("file"), line=reply.get("line"))
         return reply
+
+    def _count(self, reply: Mapping[str, Any]) -> None:
+        """Diagnostics of where an evaluation's time goes: per operation, how many, the judge's
+        seconds from request to reply, and the seconds the runner says it was busy (its word,
+        never used for anything but this record)."""
+        op, sent = self._sent
+        entry = self.op_stats.setdefault(op, {"count": 0, "round_trip_s": 0.0, "busy_s": 0.0})
+        entry["count"] += 1
+        entry["round_trip_s"] += time.monotonic() - sent
+        busy = reply.get("busy_s")
+        if isinstance(busy, int | float) and 0 <= busy < 1e6:
+            entry["busy_s"] += float(busy)
 
     def _gone(self, message: str) -> SideFailure:
         code = self.proc.poll()
@@ -132,27 +155,34 @@ class RunnerProcess:
                            log_tail=tail(self.log_path))
 
     # ------------------------------------------------------------------ process control
-    def stop(self) -> None:
-        """Freeze the runner's processes (its GPU work already queued is not stopped)."""
-        if not self.dead and not self.stopped:
-            self._signal_tree(signal.SIGSTOP)
-            self.stopped = True
+    def stop(self, spare: int | None = None) -> None:
+        """Freeze the runner's processes (its GPU work already queued is not stopped), and every
+        other process that came back to the judge (a subreaper: orphans of a runner that left
+        its tree become the judge's children) except ``spare`` (the other runner's pid)."""
+        if self.dead or self.stopped:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+        frozen = signal_tree(self.proc.pid, signal.SIGSTOP)
+        for child in children(os.getpid()) or []:
+            if child not in (self.proc.pid, spare):
+                frozen += signal_tree(child, signal.SIGSTOP)
+        self.frozen = frozen
+        self.stopped = True
 
     def cont(self) -> None:
+        """Thaw exactly what ``stop`` froze (a frozen process started nothing since)."""
         if self.stopped:
-            self._signal_tree(signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            signal_pids(self.frozen, signal.SIGCONT)
+            self.frozen = []
             self.stopped = False
 
     def _signal_tree(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for pid in descendants(self.proc.pid):
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        signal_tree(self.proc.pid, sig)
 
     def kill(self) -> None:
         """Kill the runner and everything it started; wait until it is gone (its GPU context

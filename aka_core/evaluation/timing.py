@@ -58,8 +58,7 @@ BLOCK_TARGET_MS = 4.0
 ESTIMATE_CALLS = 2
 MAX_CALLS = 2000
 MEMORY_FRACTION = 0.4
-CLEAN_BLOCKS = 7
-TOUCHES = 9
+CLEAN_BLOCKS = 4
 INTERFERENCE_LIMIT = 0.03  # above: not judged (infra_error, retry)
 INTERFERENCE_FAIL = 0.10  # above: the candidate fails
 COPY_LIMIT = 1.2
@@ -250,7 +249,9 @@ class CaseTimer:
         slots.counter += 1
         n = slots.counter
         if other is not None and not other.dead:
-            other.stop()  # no new GPU work from the candidate while the baseline is timed
+            # No new GPU work from the candidate (or anything it started) while the baseline is
+            # timed.
+            other.stop(spare=runner.proc.pid)
         try:
             try:
                 if touch:
@@ -327,15 +328,24 @@ class CaseTimer:
     estimate_ms = 1.0
 
     def audit(self, side: str, j: int, outs: list[Any], inputs: Mapping[str, Any] | None) -> None:
-        """Compare an audited timed output with the reference on the same inputs."""
+        """Compare an audited timed output with the reference on the same inputs (one wait for
+        the GPU when it passes; the detailed comparison only when it does not)."""
         assert inputs is not None
         self.audits += 1
         ref = self.judge.reference_outputs(self.case, inputs)
         mismatch = checking.structure_differs(outs, self.expected)
-        cmp = None if mismatch else checking.compare_outputs(outs, ref, self.judge.req.tolerance)
-        changed = [name for name, view in self.slot_inputs(side, j).items()
-                   if not checking.same_bytes(view, self.stage_views[j][name])]
-        problem = mismatch or (None if cmp and cmp["passed"] else cmp and cmp["reason"])
+        slot_inputs = self.slot_inputs(side, j)
+        names = list(slot_inputs)
+        flags = [checking.bytes_differ_flag(slot_inputs[name], self.stage_views[j][name])
+                 for name in names]
+        if not mismatch:
+            flags += checking.output_failure_flags(outs, ref, self.judge.req.tolerance)
+        values = checking.read_flags(flags)
+        changed = [name for name, differs in zip(names, values, strict=False) if differs]
+        problem = mismatch
+        if problem is None and any(values[len(names):]):
+            cmp = checking.compare_outputs(outs, ref, self.judge.req.tolerance)
+            problem = cmp.get("reason") or "it differs from the reference"
         if changed:
             problem = f"it modified its inputs {', '.join(changed)}"
         if problem is None:
@@ -359,12 +369,11 @@ class CaseTimer:
         judge = self.judge
         self.allocate(ESTIMATE_CALLS)
         inputs = self.fresh_inputs(-1)
-        for _ in range(2):  # warm up: first launches, allocator, caches
-            for side in ("baseline", "candidate"):
-                self.block(side, inputs)
+        for side in ("baseline", "candidate"):  # warm up: first launches, allocator, caches
+            self.block(side, inputs)
         touches = [self.block("baseline", None, touch=True) for _ in range(3)]
         o_est = stats.median(touches)
-        est = {side: max((stats.median([self.block(side, inputs, audit=False) for _ in range(3)])
+        est = {side: max((stats.median([self.block(side, inputs, audit=False) for _ in range(2)])
                           - o_est) / self.count, 1e-4) for side in ("baseline", "candidate")}
         self.estimate_ms = max(est.values())
         free, _ = torch.cuda.mem_get_info()

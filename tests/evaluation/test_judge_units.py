@@ -193,3 +193,79 @@ def test_a_spec_allows_the_side_and_python_but_not_protected_folders(tmp_path: P
 
     assert any(sys.prefix.startswith(p) or p.startswith(sys.prefix) for p in spec.read)
     assert spec.write == (str(tmp_path / "scratch"),)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int32])
+def test_failure_flags_agree_with_the_detailed_comparison(dtype: torch.dtype) -> None:
+    """The audits' one-wait check must fail exactly where compare() fails."""
+    from aka_core.models import Tolerance
+
+    gen = torch.Generator().manual_seed(3)
+    ref = (torch.randn(4096, generator=gen, dtype=torch.float64) * 4)
+    if not dtype.is_floating_point:
+        ref = ref.round()
+    tol = (Tolerance(rtol=1e-2, atol=1e-2, max_rel_l2=5e-3) if dtype.is_floating_point
+           else checking.EXACT)
+    good = ref.to(dtype)
+    variants = {"good": good, "one_off": good.clone(), "shape": good[:-1]}
+    variants["one_off"][7] += 1
+    if dtype.is_floating_point:
+        nan_ref = ref.clone()
+        nan_ref[3] = float("nan")
+        nan_ref[5] = float("inf")
+        variants.update(nan_both=(nan_ref.to(dtype), nan_ref), nan_out=good.clone(),
+                        inf_sign=(nan_ref.to(dtype).clone(), nan_ref),
+                        drift=(good.double() * 1.006).to(dtype))
+        variants["nan_out"][9] = float("nan")
+        variants["inf_sign"][0][5] = float("-inf")
+    seen = set()
+    for name, item in variants.items():
+        out, r = item if isinstance(item, tuple) else (item, ref)
+        expected = checking.compare(out, r, tol)["passed"] if out.shape == r.shape else False
+        flag = checking.read_flags([checking.failure_flag(out, r, tol)])[0]
+        assert flag is (not expected), name
+        seen.add(expected)
+    assert seen == {True, False}
+
+
+def test_bytes_differ_flags_are_read_in_one_go() -> None:
+    a = torch.arange(10, dtype=torch.float32)
+    b = a.clone()
+    c = a.clone()
+    c[4] = -0.0 if a[4] == 0 else -a[4]
+    assert checking.read_flags([checking.bytes_differ_flag(a, b),
+                                checking.bytes_differ_flag(a, c)]) == [False, True]
+    assert checking.read_flags([]) == []
+
+
+def test_a_process_tree_is_found_frozen_and_thawed_top_down() -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from aka_core import processes
+    from aka_core.testing.processes import wait_for
+
+    script = ("import subprocess, sys, time\n"
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+              "start_new_session=True)\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        below = wait_for(lambda: processes.descendants(proc.pid), 30, "the grandchild")
+        assert len(below) == 1
+        frozen = processes.signal_tree(proc.pid, signal.SIGSTOP)
+        assert frozen == [proc.pid, *below]
+
+        def state(pid: int) -> str:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+        wait_for(lambda: all(state(p) == "T" for p in frozen) or None, 10, "stopped processes")
+        processes.signal_pids(frozen, signal.SIGCONT)
+        time.sleep(0.05)
+        wait_for(lambda: all(state(p) == "S" for p in frozen) or None, 10, "running processes")
+    finally:
+        for pid in [*processes.descendants(proc.pid), proc.pid]:
+            os.kill(pid, signal.SIGKILL)
+        proc.wait()

@@ -1,0 +1,71 @@
+"""Where an honest evaluation's seconds go: `aka eval` of stored solutions with the judge profiled.
+
+Each task's stored solution is evaluated with ``AKA_JUDGE_PROFILE`` set (the judge alone runs
+under cProfile); prints the phase split and the judge's functions by cumulative time, and writes
+``DIR/<task>.prof`` and ``DIR/profile.md``.
+
+Usage:  python bench/judge_profile.py --out DIR [--top 40] task_id [task_id ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def profile_one(task_id: str, out: Path, top: int) -> str:
+    folder = Path(tempfile.mkdtemp(prefix="aka-judge-prof-"))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "aka_core.cli", "eval", str(ROOT / "tasks" / task_id),
+         "--candidate", str(ROOT / "tests" / "solutions" / task_id), "--json"],
+        capture_output=True, text=True, check=False,
+        env={**os.environ, "AKA_JUDGE_PROFILE": str(folder)})
+    total = time.monotonic() - started
+    lines = [f"## {task_id}: {total:.1f} s end to end"]
+    try:
+        evaluation = json.loads(proc.stdout).get("evaluation", {})
+        lines.append(f"phases: {evaluation.get('phases_wall')}")
+        for case in (evaluation.get("performance") or {}).get("cases", []):
+            lines.append(f"case {case.get('case')}: {case.get('pairs')} pairs, "
+                         f"{case.get('calls_per_block')} calls/block, {case.get('seconds')} s, "
+                         f"method {case.get('method')}")
+    except json.JSONDecodeError:
+        lines.append(f"no result: {proc.stderr[-2000:]}")
+    profiles = sorted(folder.glob("judge-*.prof"))
+    if not profiles:
+        lines.append("no profile was written")
+        return "\n".join(lines)
+    target = out / (task_id.replace("/", "__") + ".prof")
+    target.write_bytes(profiles[0].read_bytes())
+    text = io.StringIO()
+    pstats.Stats(str(target), stream=text).sort_stats("cumulative").print_stats(top)
+    lines += ["```", text.getvalue().strip()[-12000:], "```"]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("tasks", nargs="+")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    report = "\n\n".join(profile_one(t, args.out, args.top) for t in args.tasks)
+    (args.out / "profile.md").write_text(report + "\n")
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
