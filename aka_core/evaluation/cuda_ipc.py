@@ -1,14 +1,20 @@
 """GPU memory shared between the judge and a runner, through the CUDA driver API (ctypes).
 
-PyTorch's own tensor sharing exports a whole caching-allocator segment, which can hold other
-tensors of the exporting process: a runner that opened it could read them. Here every shared
-buffer is its own ``cuMemAlloc`` allocation holding nothing else, wrapped as a tensor without a
-copy. The judge exports buffers (a runner's input slots); a runner exports the allocations that
-hold its outputs; each side opens the other's handles and bounds every access by the size the
-driver reports for the mapping, never by what the other process claims.
+Two kinds of sharing, chosen by who may open the memory:
 
-Only the judge's process and a runner's process use this module; nothing here is imported on a
-machine without an NVIDIA GPU.
+* ``Arena``: a runner's input slots and control words (and the baseline's copies of its
+  outputs) are a virtual-memory allocation (``cuMemCreate``) exported as a file descriptor and
+  handed to the judge over a Unix socket. A descriptor is a capability: no other process (the
+  other side's runner included) can open the memory without being handed it.
+* A candidate's outputs are read where its kernels wrote them (the judge must read them right
+  after its timed window, before the candidate can touch them again): the candidate exports the
+  allocation that holds them as a legacy IPC handle, which the judge opens. Legacy handles can be
+  guessed by any process on the machine, so nothing the judge or the baseline owns is ever
+  exported that way: only the candidate's own memory is.
+
+Each side opens the other's memory bounded by the size the driver maps, never by what the other
+process claims. Only the judge's process and a runner's process use this module; nothing here is
+imported on a machine without an NVIDIA GPU.
 """
 
 from __future__ import annotations
@@ -35,7 +41,10 @@ def _driver() -> ctypes.CDLL:
                 setattr(lib, name, getattr(lib, name.removesuffix("_v2")))
             getattr(lib, name).restype = ctypes.c_int
         for name in ("cuMemAlloc_v2", "cuMemFree_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2",
-                     "cuIpcCloseMemHandle", "cuMemGetAddressRange_v2", "cuGetErrorString"):
+                     "cuIpcCloseMemHandle", "cuMemGetAddressRange_v2", "cuGetErrorString",
+                     "cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree",
+                     "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAllocationGranularity",
+                     "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle"):
             getattr(lib, name).restype = ctypes.c_int
         _cuda = lib
     return _cuda
@@ -58,18 +67,6 @@ def _ensure_context() -> None:
     torch.cuda.init()
     torch.cuda.current_device()
     torch.cuda.synchronize()  # makes the primary context current on this thread
-
-
-def allocate(nbytes: int) -> int:
-    _ensure_context()
-    ptr = ctypes.c_uint64()
-    _check(_driver().cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(max(nbytes, 1))),
-           f"cuMemAlloc({nbytes})")
-    return int(ptr.value)
-
-
-def free(ptr: int) -> None:
-    _driver().cuMemFree_v2(ctypes.c_uint64(ptr))
 
 
 def export(ptr: int) -> bytes:
@@ -177,13 +174,85 @@ def span_elements(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
     return 1 + sum((s - 1) * abs(st) for s, st in zip(shape, strides, strict=True))
 
 
-class Arena:
-    """One dedicated allocation holding a runner's slots, owned and freed by the judge."""
+class _Location(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
 
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-        self.ptr = allocate(nbytes)
-        self.handle = export(self.ptr)
+
+class _AllocFlags(ctypes.Structure):
+    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class _AllocationProp(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
+                ("location", _Location), ("win32HandleMetaData", ctypes.c_void_p),
+                ("allocFlags", _AllocFlags)]
+
+
+class _AccessDesc(ctypes.Structure):
+    _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
+
+
+CU_MEM_ALLOCATION_TYPE_PINNED = 1
+CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
+CU_MEM_LOCATION_TYPE_DEVICE = 1
+CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
+
+
+def _prop() -> _AllocationProp:
+    import torch
+
+    prop = _AllocationProp()
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    prop.location = _Location(CU_MEM_LOCATION_TYPE_DEVICE, torch.cuda.current_device())
+    return prop
+
+
+def granularity() -> int:
+    size = ctypes.c_size_t()
+    _check(_driver().cuMemGetAllocationGranularity(ctypes.byref(size), ctypes.byref(_prop()),
+                                                   ctypes.c_int(0)),
+           "cuMemGetAllocationGranularity")
+    return int(size.value)
+
+
+def rounded(nbytes: int) -> int:
+    step = granularity()
+    return max(step, -(-nbytes // step) * step)
+
+
+class _Mapped:
+    """A physical allocation mapped at a reserved address range of this process, read-write."""
+
+    ptr = 0
+
+    def _map(self, handle: int, nbytes: int) -> None:
+        import torch
+
+        lib = _driver()
+        self.handle, self.nbytes = handle, nbytes
+        ptr = ctypes.c_uint64()
+        _check(lib.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(nbytes),
+                                       ctypes.c_size_t(0), ctypes.c_uint64(0),
+                                       ctypes.c_ulonglong(0)), "cuMemAddressReserve")
+        try:
+            _check(lib.cuMemMap(ptr, ctypes.c_size_t(nbytes), ctypes.c_size_t(0),
+                                ctypes.c_ulonglong(handle), ctypes.c_ulonglong(0)),
+                   f"cuMemMap({nbytes} bytes)")
+        except CudaError:
+            lib.cuMemAddressFree(ptr, ctypes.c_size_t(nbytes))
+            raise
+        access = _AccessDesc(_Location(CU_MEM_LOCATION_TYPE_DEVICE, torch.cuda.current_device()),
+                             CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        try:
+            _check(lib.cuMemSetAccess(ptr, ctypes.c_size_t(nbytes), ctypes.byref(access),
+                                      ctypes.c_size_t(1)), "cuMemSetAccess")
+        except CudaError:
+            lib.cuMemUnmap(ptr, ctypes.c_size_t(nbytes))
+            lib.cuMemAddressFree(ptr, ctypes.c_size_t(nbytes))
+            raise
+        self.ptr = int(ptr.value)
         self.bytes = byte_tensor(self.ptr, nbytes)
 
     def close(self) -> None:
@@ -192,8 +261,58 @@ class Arena:
 
             torch.cuda.synchronize()
             self.bytes = None
-            free(self.ptr)
+            lib = _driver()
+            lib.cuMemUnmap(ctypes.c_uint64(self.ptr), ctypes.c_size_t(self.nbytes))
+            lib.cuMemAddressFree(ctypes.c_uint64(self.ptr), ctypes.c_size_t(self.nbytes))
+            lib.cuMemRelease(ctypes.c_ulonglong(self.handle))
             self.ptr = 0
+
+
+class Arena(_Mapped):
+    """A runner's own allocation (inputs, control words, the baseline's copied outputs), shared
+    with the judge as a file descriptor: a capability only the process it is handed to holds.
+    (A legacy CUDA IPC handle is 64 bytes anyone can guess and open: a candidate opened one
+    derived from its own on an H200.) ``export_fd`` makes a new descriptor to send."""
+
+    def __init__(self, nbytes: int):
+        _ensure_context()
+        nbytes = rounded(nbytes)
+        handle = ctypes.c_ulonglong()
+        _check(_driver().cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(nbytes),
+                                     ctypes.byref(_prop()), ctypes.c_ulonglong(0)),
+               f"cuMemCreate({nbytes})")
+        try:
+            self._map(int(handle.value), nbytes)
+        except CudaError:
+            _driver().cuMemRelease(handle)
+            raise
+
+    def export_fd(self) -> int:
+        fd = ctypes.c_int(-1)
+        _check(_driver().cuMemExportToShareableHandle(
+            ctypes.byref(fd), ctypes.c_ulonglong(self.handle),
+            ctypes.c_int(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), ctypes.c_ulonglong(0)),
+            "cuMemExportToShareableHandle")
+        return int(fd.value)
+
+
+class ImportedArena(_Mapped):
+    """Another process's ``Arena``, from the descriptor it sent; ``nbytes`` (what the judge asked
+    for) is mapped, which fails if the allocation behind the descriptor is smaller."""
+
+    def __init__(self, fd: int, nbytes: int):
+        _ensure_context()
+        nbytes = rounded(nbytes)
+        handle = ctypes.c_ulonglong()
+        _check(_driver().cuMemImportFromShareableHandle(
+            ctypes.byref(handle), ctypes.c_void_p(fd),
+            ctypes.c_int(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)),
+            "cuMemImportFromShareableHandle")
+        try:
+            self._map(int(handle.value), nbytes)
+        except CudaError:
+            _driver().cuMemRelease(handle)
+            raise
 
 
 class Mapping:

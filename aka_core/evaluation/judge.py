@@ -378,8 +378,9 @@ class Judge:
         inputs = self.inputs_for(first, self.case_seeds[first.name][0])
         facts: dict[str, Any] = {}
         self.io = {side: SideIO(self, side) for side in self.runners}
+        out_bytes = output_budget(self.reference_outputs(first, inputs))
         for side in self.runners:
-            fields = self.io[side].load(inputs)
+            fields = self.io[side].load(inputs, out_bytes)
             self._send(side, "prepare", "compile", **fields)
         # The baseline first: a baseline that does not build is the task's fault, whatever the
         # candidate did.
@@ -519,7 +520,7 @@ class Judge:
         for repeat in range(repeats):
             called = ("baseline", "candidate") if repeat == 0 else ("candidate",)
             for side in called:
-                fields = self.io[side].load(inputs)
+                fields = self.io[side].load(inputs, output_budget(ref))
                 self.runners[side].send(op="call", poison_bytes=expected_bytes * POISON_FACTOR,
                                         profile=profile and side == "candidate", **fields)
             for side in called:
@@ -584,17 +585,23 @@ class SideIO:
         self.reader = OutputReader(side)
         self.signature: Any = None
 
-    def load(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    def load(self, inputs: Mapping[str, Any], out_bytes: int) -> dict[str, Any]:
+        """Put ``inputs`` in the runner's arena (set up anew when their shapes change); the
+        baseline's arena also holds ``out_bytes`` for the copies of its outputs."""
         if self.judge.device != "cuda":
             return {"inputs": protocol.encode_inputs_cpu(inputs)}
-        signature = input_signature(inputs)
+        out_bytes = out_bytes if self.side == "baseline" else 0
+        signature = (input_signature(inputs), out_bytes)
         if signature != self.signature:
             self.close()
             layout, size = slot_layout(inputs, CTRL_BYTES)
-            reply = self.judge._request(self.side, "setup", "correctness", nbytes=size,
-                                        slots=[layout])
-            self.arena = map_runner_arena(self.side, reply, size)
+            out = [size, out_bytes] if out_bytes else None
+            reply = self.judge._request(self.side, "setup", "correctness",
+                                        nbytes=size + out_bytes, slots=[layout], out=out)
+            self.arena = map_runner_arena(self.judge, self.side, reply, size + out_bytes)
             self.views = arena_views(self.arena.bytes, layout)
+            if out_bytes:
+                self.reader.region = (self.arena.bytes, size, size + out_bytes)
             self.signature, self.layout = signature, layout
         for name, view in self.views.items():
             view.copy_(inputs[name])
@@ -610,8 +617,7 @@ class SideIO:
         try:
             if self.judge.device != "cuda":
                 return [protocol.decode_cpu(d) for d in descs]
-            own = {self.arena.handle} if self.arena is not None else set()
-            views = [self.reader.view(d, own) for d in descs]
+            views = [self.reader.view(d) for d in descs]
             return [v.clone() for v in views]
         except protocol.ProtocolError as exc:
             raise self._violation(str(exc)) from None
@@ -638,6 +644,7 @@ class SideIO:
 
     def close(self) -> None:
         self.reader.close()
+        self.reader.region = None
         if self.arena is not None:
             self.views = {}
             self.arena.close()
@@ -646,29 +653,31 @@ class SideIO:
 
 
 class OutputReader:
-    """Maps a runner's exported allocations (cached by handle) and makes checked views of them."""
+    """Makes checked views of a runner's outputs: the candidate's in the allocations it exported
+    (mapped here, cached by handle), the baseline's in its arena's output region (``region``:
+    the arena's bytes and the region's bounds; nothing else of the baseline is ever exported)."""
 
     def __init__(self, side: str):
         self.side = side
         self.mappings: dict[bytes, Any] = {}
+        self.region: tuple[Any, int, int] | None = None
 
-    def view(self, desc: Any, own_handles: set[bytes]) -> Any:
+    def view(self, desc: Any) -> Any:
         import torch
 
         from aka_core.evaluation import cuda_ipc
 
+        if isinstance(desc, dict) and desc.get("in_arena") is True:
+            return self._in_region(desc)
         handle, offset, dtype, shape, strides = protocol.checked_gpu_descriptor(desc)
-        if not protocol.plain_dense(shape, strides):
-            raise protocol.ProtocolError(f"an output of shape {list(shape)} has strides "
-                                         f"{list(strides)}: outputs must be plain dense "
-                                         "(contiguous) tensors")
+        self._dense(shape, strides)
         numel = 1
         for size in shape:
             numel *= size
         if numel == 0:
             return torch.empty(shape, dtype=dtype, device="cuda")
-        if handle in own_handles:
-            raise protocol.ProtocolError("an output points into the judge's input arena")
+        if self.side != "candidate":
+            raise protocol.ProtocolError("the baseline's outputs must be copied to its arena")
         mapping = self.mappings.get(handle)
         if mapping is None:
             if len(self.mappings) >= 4096:
@@ -683,6 +692,28 @@ class OutputReader:
         except ValueError as exc:
             raise protocol.ProtocolError(f"an output is out of bounds: {exc}") from None
 
+    def _in_region(self, desc: Mapping[str, Any]) -> Any:
+        from aka_core.evaluation import cuda_ipc
+
+        if self.region is None:
+            raise protocol.ProtocolError("an output points into the runner's input arena")
+        buffer, lo, hi = self.region
+        offset, dtype, shape, strides = protocol.checked_placement(desc)
+        self._dense(shape, strides)
+        if offset < lo:
+            raise protocol.ProtocolError("an output lies before the arena's output region")
+        try:
+            return cuda_ipc.view(buffer[:hi], offset, dtype, shape, strides)
+        except ValueError as exc:
+            raise protocol.ProtocolError(f"an output is out of bounds: {exc}") from None
+
+    @staticmethod
+    def _dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
+        if not protocol.plain_dense(shape, strides):
+            raise protocol.ProtocolError(f"an output of shape {list(shape)} has strides "
+                                         f"{list(strides)}: outputs must be plain dense "
+                                         "(contiguous) tensors")
+
     def close(self) -> None:
         for mapping in self.mappings.values():
             mapping.close()
@@ -692,23 +723,31 @@ class OutputReader:
 # --------------------------------------------------------------------------- arena layout
 
 
-def map_runner_arena(side: str, reply: Mapping[str, Any], size: int) -> Any:
-    """Map the input arena a runner allocated; it must be a real allocation of ``size`` bytes."""
-    import base64
+def output_budget(ref: list[Any]) -> int:
+    """Bytes set aside in the baseline's arena for its outputs: twice the reference's (a
+    reference may compute in a narrower type than the baseline returns), aligned."""
+    return sum(2 * -(-t.numel() * t.element_size() // ALIGN) * ALIGN + ALIGN for t in ref)
 
+
+def map_runner_arena(judge: Judge, side: str, reply: Mapping[str, Any], size: int) -> Any:
+    """Map the arena a runner allocated, from the descriptor it sent on its socket; ``size``
+    bytes are mapped, which fails if the allocation is smaller."""
     from aka_core.evaluation import cuda_ipc
 
     kind = "protocol" if side == "candidate" else INFRA
+    tag = reply.get("arena_fd")
+    if not isinstance(tag, str):
+        raise JudgeFailure(kind, f"{side}: its reply to setup names no arena")
     try:
-        handle = base64.b64decode(str(reply.get("arena", "")), validate=True)
-        mapping = cuda_ipc.Mapping(handle)
-    except (ValueError, cuda_ipc.CudaError) as exc:
+        fd = judge.runners[side].receive_fd(tag)
+    except SideFailure as exc:
+        raise JudgeFailure(kind, f"{side}: {exc}") from None
+    try:
+        return cuda_ipc.ImportedArena(fd, size)
+    except cuda_ipc.CudaError as exc:
         raise JudgeFailure(kind, f"{side}: its input arena cannot be mapped: {exc}") from None
-    if mapping.nbytes < size:
-        mapping.close()
-        raise JudgeFailure(kind, f"{side}: its input arena has {mapping.nbytes} bytes, "
-                           f"{size} were asked for")
-    return mapping
+    finally:
+        os.close(fd)
 
 
 def input_signature(inputs: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -183,6 +183,18 @@ def gpu_descriptor(tensor: Any, handle: bytes, base: int) -> dict[str, Any]:
 
 def checked_gpu_descriptor(desc: Any) -> tuple[bytes, int, Any, tuple[int, ...], tuple[int, ...]]:
     """(handle, offset, dtype, shape, strides) of a runner's GPU tensor, or ProtocolError."""
+    offset, dtype, shape, strides = checked_placement(desc)
+    try:
+        handle = base64.b64decode(desc.get("handle", ""), validate=True)
+    except (ValueError, TypeError) as exc:
+        raise ProtocolError(f"a handle is not base64: {exc}") from None
+    if len(handle) != 64:
+        raise ProtocolError("a handle is 64 bytes")
+    return handle, offset, dtype, shape, strides
+
+
+def checked_placement(desc: Any) -> tuple[int, Any, tuple[int, ...], tuple[int, ...]]:
+    """(offset, dtype, shape, strides) of a runner's GPU tensor, or ProtocolError."""
     if not isinstance(desc, dict):
         raise ProtocolError("a tensor must be a JSON object")
     dtype = torch_dtype(desc.get("dtype"))
@@ -193,13 +205,7 @@ def checked_gpu_descriptor(desc: Any) -> tuple[bytes, int, Any, tuple[int, ...],
     offset = desc.get("offset")
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise ProtocolError("offset must be a non-negative int")
-    try:
-        handle = base64.b64decode(desc.get("handle", ""), validate=True)
-    except (ValueError, TypeError) as exc:
-        raise ProtocolError(f"a handle is not base64: {exc}") from None
-    if len(handle) != 64:
-        raise ProtocolError("a handle is 64 bytes")
-    return handle, offset, dtype, shape, strides
+    return offset, dtype, shape, strides
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:

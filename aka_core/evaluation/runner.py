@@ -1,20 +1,24 @@
 """A runner: the untrusted process that imports one side's code (baseline or candidate) and
 executes calls on the judge's request.
 
-Started by the judge as ``python -I -S -c <boot> CMD_FD REPLY_FD``. Its first command carries
-the ``SandboxSpec``, applied before PyTorch or the side's code is imported. After that the process
-is assumed hostile: the side's code can replace anything here, and the judge believes no reply
-beyond what it can verify (tensors it reads itself, checked against the reference). So this module
-holds no secret and decides nothing: it maps the input slots the judge gives it, calls the side's
-function, and exports where the outputs are.
+Started by the judge as ``python -I -S -c <boot> CMD_FD REPLY_FD FD_SOCKET``. Its first command
+carries the ``SandboxSpec``, applied before PyTorch or the side's code is imported. After that the
+process is assumed hostile: the side's code can replace anything here, and the judge believes no
+reply beyond what it can verify (tensors it reads itself, checked against the reference). So this
+module holds no secret and decides nothing: it maps the input slots the judge gives it, calls the
+side's function, and says where the outputs are.
 
-Input slots live in an arena this runner allocates and exports (the side's kernels then read their
-own memory: read through an IPC mapping, a gather ran 11x slower on an H200); the judge maps it and
-writes each block's inputs into it. Timed blocks: on ``arm``, the runner enqueues on its stream a
-wait for the judge's "go" word in the arena, then ``count`` calls (or one replay of a captured CUDA
-graph of them), then a write of the "done" word, and answers at once. The judge, whose clock this
-is, starts its timing event, copies the block's fresh inputs into the arena, writes "go", waits for
-"done" and stops its event.
+Input slots live in an arena this runner allocates and hands to the judge as a file descriptor on
+FD_SOCKET (the side's kernels then read their own memory: read through an IPC mapping, a gather
+ran 11x slower on an H200); the judge maps it and writes each block's inputs into it. The
+candidate's outputs are exported where its kernels wrote them; the baseline's are copied into an
+output region of its arena (``setup``'s ``out``), so that no memory of the baseline is ever
+reachable by a handle another process could guess. Timed blocks: on ``arm``, the runner enqueues
+on its stream a wait for the judge's "go" word in the arena, then ``count`` calls (or one replay of
+a captured CUDA graph of them), then a write of the "done" word (the baseline then copies the
+outputs of the calls the judge audits and writes the "copied" word), and answers at once. The
+judge, whose clock this is, starts its timing event, copies the block's fresh inputs into the
+arena, writes "go", waits for "done" and stops its event.
 """
 
 from __future__ import annotations
@@ -33,12 +37,18 @@ from aka_core.evaluation import protocol
 
 GO_OFFSET = 0
 DONE_OFFSET = 4
+COPIED_OFFSET = 8
 
 
 class Runner:
-    def __init__(self, cmd_fd: int, reply_fd: int):
+    def __init__(self, cmd_fd: int, reply_fd: int, fd_socket: int):
+        import socket
+
         self.commands = protocol.LineReader(cmd_fd, limit=2**31)
         self.reply_fd = reply_fd
+        self.fd_socket = socket.socket(fileno=fd_socket)
+        self.setups = 0
+        self.out_region: tuple[int, int] = (0, 0)
         self.fn: Callable[..., Any] | None = None
         self.backend: Any = None
         self.device = "cpu"
@@ -123,16 +133,35 @@ class Runner:
         return protocol.decode_inputs_cpu(command["inputs"])
 
     def _outputs(self, out: Any) -> list[dict[str, Any]]:
-        import torch
-
-        tensors = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(
-            out, list | tuple) else None
-        if tensors is None or not all(isinstance(t, torch.Tensor) for t in tensors):
-            raise TypeError(f"returned {type(out).__name__}; expected a tensor or a tuple of "
-                            "tensors")
+        tensors = _tensors(out)
         if self.device == "cpu":
             return [protocol.encode_cpu(t) for t in tensors]
+        if self.out_region[1]:
+            return self._copy_out(tensors, self.out_region[0])
         return [self._export(t) for t in tensors]
+
+    def _copy_out(self, tensors: list[Any], start: int) -> list[dict[str, Any]]:
+        """The baseline's outputs copied (on its stream) into its arena's output region, from
+        ``start``: the judge reads them there, and nothing of the baseline is ever exported
+        with a handle another process could guess."""
+        import torch
+
+        descs, offset = [], start
+        end = self.out_region[0] + self.out_region[1]
+        with torch.cuda.stream(self.stream):
+            for t in tensors:
+                offset = -(-offset // 256) * 256
+                nbytes = t.numel() * t.element_size()
+                if offset + nbytes > end:
+                    raise ValueError(f"the outputs need more than the {self.out_region[1]} bytes "
+                                     "the judge set aside for them")
+                if nbytes:
+                    target = self.arena.bytes[offset: offset + nbytes].view(t.dtype).view(t.shape)
+                    target.copy_(t)
+                descs.append({**protocol.describe(t), "strides": list(
+                    protocol.contiguous_strides(t.shape)), "in_arena": True, "offset": offset})
+                offset += nbytes
+        return descs
 
     def _export(self, tensor: Any) -> dict[str, Any]:
         from aka_core.evaluation import cuda_ipc
@@ -187,7 +216,9 @@ class Runner:
         if self.device == "cpu":
             after = {name: protocol.encode_cpu(value) for name, value in inputs.items()
                      if isinstance(value, torch.Tensor)}
-        self.reply(ok=True, outputs=self._outputs(out), inputs_after=after,
+        outputs = self._outputs(out)
+        self._sync()
+        self.reply(ok=True, outputs=outputs, inputs_after=after,
                    ops=sorted(ops) if ops is not None else None)
 
     def _call(self, inputs: Mapping[str, Any]) -> Any:
@@ -209,6 +240,8 @@ class Runner:
         self.op_release({})
         self.arena = cuda_ipc.Arena(int(command["nbytes"]))
         self.arena.bytes[:256].zero_()
+        out = command.get("out") or [0, 0]
+        self.out_region = (int(out[0]), int(out[1]))
         self.slots = []
         for slot in command["slots"]:
             views: dict[str, Any] = {}
@@ -223,9 +256,18 @@ class Runner:
         # Load the kernel of op_touch now: loading a module (lazily, at its first launch) while
         # this stream waits for the judge's "go" would wait for that stream, forever.
         with torch.cuda.stream(self.stream):
-            self.arena.bytes[8:16].add_(0)
+            self.arena.bytes[16:24].add_(0)
         torch.cuda.synchronize()
-        self.reply(ok=True, arena=base64.b64encode(self.arena.handle).decode("ascii"))
+        import socket
+
+        self.setups += 1
+        tag = f"arena-{self.setups}"
+        fd = self.arena.export_fd()
+        try:
+            socket.send_fds(self.fd_socket, [tag.encode()], [fd])
+        finally:
+            os.close(fd)
+        self.reply(ok=True, arena_fd=tag, nbytes=self.arena.nbytes)
 
     def op_capture(self, command: Mapping[str, Any]) -> None:
         """Capture one CUDA graph of a call on each of the first ``count`` slots."""
@@ -244,8 +286,9 @@ class Runner:
             for slot in self.slots[:count]:
                 outputs.append(self.fn(**slot))  # type: ignore[misc]
         torch.cuda.synchronize()
-        self.graph, self.graph_outputs = graph, outputs
-        self.reply(ok=True, outputs=[self._outputs(o) for o in outputs])
+        self.graph, self.graph_outputs = graph, [_tensors(o) for o in outputs]
+        self.reply(ok=True, outputs=None if self.out_region[1] else [
+            [self._export(t) for t in call] for call in self.graph_outputs])
 
     def op_arm(self, command: Mapping[str, Any]) -> None:
         """Enqueue a timed block behind the judge's "go" word; answer before it runs."""
@@ -261,11 +304,19 @@ class Runner:
         with torch.cuda.stream(self.stream):
             if command.get("graph"):
                 self.graph.replay()
+                calls = self.graph_outputs
             else:
                 self.kept = [self.fn(**slot) for slot in self.slots[:count]]  # type: ignore[misc]
-                outputs = [self._outputs(o) for o in self.kept]
+                calls = [_tensors(o) for o in self.kept]
+                if not self.out_region[1]:
+                    outputs = [[self._export(t) for t in call] for call in calls]
         cuda_ipc.stream_write(stream, self.arena.ptr + DONE_OFFSET, n)
-        self.reply(ok=True, outputs=outputs)
+        copies = None
+        if self.out_region[1] and command.get("copy"):
+            # The baseline (after its window): the outputs of the calls the judge audits.
+            copies = [self._copy_out(calls[int(j)], int(start)) for j, start in command["copy"]]
+            cuda_ipc.stream_write(stream, self.arena.ptr + COPIED_OFFSET, n)
+        self.reply(ok=True, outputs=outputs, copies=copies)
 
     def op_touch(self, command: Mapping[str, Any]) -> None:
         """A block with one trivial kernel: the judge's measure of a block's fixed cost."""
@@ -277,7 +328,7 @@ class Runner:
         stream = self.stream.cuda_stream
         cuda_ipc.stream_wait_at_least(stream, self.arena.ptr + GO_OFFSET, n)
         with torch.cuda.stream(self.stream):
-            self.arena.bytes[8:16].add_(0)
+            self.arena.bytes[16:24].add_(0)
         cuda_ipc.stream_write(stream, self.arena.ptr + DONE_OFFSET, n)
         self.reply(ok=True)
 
@@ -286,6 +337,7 @@ class Runner:
         self.reply(ok=True)
 
     def op_release(self, command: Mapping[str, Any]) -> None:
+        self.out_region = (0, 0)
         self.graph = None
         self.graph_outputs = []
         self.kept = []
@@ -297,6 +349,16 @@ class Runner:
             self.arena = None
         if command:
             self.reply(ok=True)
+
+
+def _tensors(out: Any) -> list[Any]:
+    import torch
+
+    tensors = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(
+        out, list | tuple) else None
+    if tensors is None or not all(isinstance(t, torch.Tensor) for t in tensors):
+        raise TypeError(f"returned {type(out).__name__}; expected a tensor or a tuple of tensors")
+    return tensors
 
 
 class _OpRecorder:
@@ -328,7 +390,7 @@ BOOT = ("import json, os, sys\n"
 
 
 def main() -> None:
-    cmd_fd, reply_fd = int(sys.argv[1]), int(sys.argv[2])
-    os.set_inheritable(cmd_fd, False)
-    os.set_inheritable(reply_fd, False)
-    Runner(cmd_fd, reply_fd).start()
+    cmd_fd, reply_fd, fd_socket = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    for fd in (cmd_fd, reply_fd, fd_socket):
+        os.set_inheritable(fd, False)
+    Runner(cmd_fd, reply_fd, fd_socket).start()

@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -63,6 +64,9 @@ class RunnerProcess:
         self.counter = 0
         cmd_r, cmd_w = os.pipe()
         rep_r, rep_w = os.pipe()
+        # File descriptors of GPU memory travel on a socket of their own (SCM_RIGHTS).
+        self.fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        child_fd = child_socket.fileno()
         for sub in ("home", "tmp", "cache"):
             (scratch / sub).mkdir(parents=True, exist_ok=True)
         paths = [p for p in sys.path if p and os.path.isdir(p)]
@@ -71,13 +75,15 @@ class RunnerProcess:
 
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", runner_module.BOOT, str(cmd_r), str(rep_w)],
+                [sys.executable, "-I", "-S", "-c", runner_module.BOOT, str(cmd_r), str(rep_w),
+                 str(child_fd)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                pass_fds=(cmd_r, rep_w), cwd=scratch, env=full_env, start_new_session=True,
+                pass_fds=(cmd_r, rep_w, child_fd), cwd=scratch, env=full_env, start_new_session=True,
                 preexec_fn=die_with_parent(os.getpid()),
             )
         os.close(cmd_r)
         os.close(rep_w)
+        child_socket.close()
         self.cmd_fd = cmd_w
         self.replies = protocol.LineReader(rep_r)
         self.stopped = False
@@ -122,6 +128,22 @@ class RunnerProcess:
                               build_error=bool(reply.get("build_error")),
                               file=reply.get("file"), line=reply.get("line"))
         return reply
+
+    def receive_fd(self, tag: str, timeout: float = 30.0) -> int:
+        """The file descriptor the runner sent with ``tag`` (its reply said it did)."""
+        self.fd_socket.settimeout(timeout)
+        try:
+            message, fds, _, _ = socket.recv_fds(self.fd_socket, 256, 4)
+        except (TimeoutError, OSError) as exc:
+            raise SideFailure("protocol", f"the {self.side} runner sent no memory descriptor "
+                              f"({exc})", side=self.side) from None
+        if message.decode(errors="replace") != tag or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise SideFailure("protocol", f"the {self.side} runner sent {len(fds)} descriptors "
+                              f"tagged {message[:40]!r}, expected one tagged {tag!r}",
+                              side=self.side)
+        return fds[0]
 
     def _count(self, reply: Mapping[str, Any]) -> None:
         """Diagnostics of where an evaluation's time goes: per operation, how many, the judge's
@@ -199,6 +221,7 @@ class RunnerProcess:
                 os.close(fd)
             except OSError:
                 pass
+        self.fd_socket.close()
         self.cmd_fd = -1
         reap()
 

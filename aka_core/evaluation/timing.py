@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aka_core import cost
-from aka_core.evaluation import checking, stats
+from aka_core.evaluation import checking, protocol, stats
 from aka_core.evaluation.judge import (
     ALIGN,
     CTRL_BYTES,
@@ -51,7 +51,7 @@ from aka_core.evaluation.judge import (
     derive_seed,
     slot_layout,
 )
-from aka_core.evaluation.runner import DONE_OFFSET, GO_OFFSET
+from aka_core.evaluation.runner import COPIED_OFFSET, DONE_OFFSET, GO_OFFSET
 from aka_core.evaluation.sides import SideFailure
 
 BLOCK_TARGET_MS = 4.0
@@ -63,6 +63,7 @@ INTERFERENCE_LIMIT = 0.03  # above: not judged (infra_error, retry)
 INTERFERENCE_FAIL = 0.10  # above: the candidate fails
 COPY_LIMIT = 1.2
 ARM_SECONDS = 30.0
+AUDITS_PER_BLOCK = 2  # the last call and one drawn from the secret
 BLOCK_SECONDS_MIN = 20.0
 
 
@@ -85,17 +86,24 @@ class L2Reader:
 class SideSlots:
     """One runner's arena of ``count`` input slots (+ control words) and its output views."""
 
-    def __init__(self, judge: Judge, side: str, layout: Mapping[str, Any], region: int, count: int):
+    def __init__(self, judge: Judge, side: str, layout: Mapping[str, Any], region: int, count: int,
+                 out_bytes: int):
         from aka_core.evaluation.judge import map_runner_arena, shifted
 
         self.judge, self.side, self.count = judge, side, count
         self.region = region
         size = CTRL_BYTES + region * count
+        # The baseline copies the outputs of its audited calls (at most AUDITS_PER_BLOCK) here.
+        self.out_start, self.out_each = size, out_bytes if side == "baseline" else 0
+        total = size + AUDITS_PER_BLOCK * self.out_each
         slots = [shifted(layout, CTRL_BYTES + j * region) for j in range(count)]
-        reply = judge._request(side, "setup", "timing", nbytes=size, slots=slots)
-        self.arena = map_runner_arena(side, reply, size)
+        out = [size, total - size] if self.out_each else None
+        reply = judge._request(side, "setup", "timing", nbytes=total, slots=slots, out=out)
+        self.arena = map_runner_arena(judge, side, reply, total)
         self.inputs_bytes = self.arena.bytes[CTRL_BYTES: size]
         self.reader = OutputReader(side)
+        if self.out_each:
+            self.reader.region = (self.arena.bytes, size, total)
         self.graph = False
         self.outputs: list[list[Any]] | None = None
         self.counter = 0
@@ -108,6 +116,14 @@ class SideSlots:
     def done(self) -> int:
         return self.arena.ptr + DONE_OFFSET
 
+    @property
+    def copied(self) -> int:
+        return self.arena.ptr + COPIED_OFFSET
+
+    def copy_request(self, chosen: list[int]) -> list[list[int]]:
+        """Where the baseline copies the outputs of each audited call."""
+        return [[j, self.out_start + k * self.out_each] for k, j in enumerate(chosen)]
+
     def views(self, descs: Any) -> list[list[Any]]:
         from aka_core.evaluation import protocol
 
@@ -115,7 +131,7 @@ class SideSlots:
                 isinstance(call, list) and len(call) <= 64 for call in descs):
             raise _violation(self.side, f"expected the outputs of {self.count} calls")
         try:
-            return [[self.reader.view(d, {self.arena.handle}) for d in call] for call in descs]
+            return [[self.reader.view(d) for d in call] for call in descs]
         except protocol.ProtocolError as exc:
             raise _violation(self.side, str(exc)) from None
 
@@ -151,6 +167,8 @@ class CaseTimer:
         self.layout, self.region = slot_layout(probe, 0)
         self.expected = judge.structures[case.name]
         self.out_bytes = sum(checking.structure_bytes(self.expected))
+        self.out_aligned = sum(-(-b // ALIGN) * ALIGN for b in
+                               checking.structure_bytes(self.expected)) + ALIGN
         self.windows: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self.touch_windows: list[float] = []
         self.copy_ms: dict[str, list[float]] = {"baseline": [], "candidate": []}
@@ -169,7 +187,8 @@ class CaseTimer:
         self.count = count
         self.make_stage()
         for side in ("baseline", "candidate"):
-            self.slots[side] = SideSlots(self.judge, side, self.layout, self.region, count)
+            self.slots[side] = SideSlots(self.judge, side, self.layout, self.region, count,
+                                         self.out_aligned)
 
     def make_stage(self) -> None:
         """The judge's private copy of a block's inputs, laid out like a runner's slots."""
@@ -221,8 +240,7 @@ class CaseTimer:
         except JudgeFailure as exc:
             self.record["graph_fallback"] = f"the baseline cannot be captured: {exc}"
             return
-        self.slots["baseline"].outputs = self.slots["baseline"].views(reply.get("outputs"))
-        self.mode["baseline"] = "graph"
+        self.mode["baseline"] = "graph"  # its outputs: copied after each audited block
         self.record["method"] = "cuda_graph"
         try:
             reply = self.judge.runners["candidate"].request("capture", ARM_SECONDS,
@@ -252,13 +270,19 @@ class CaseTimer:
             # No new GPU work from the candidate (or anything it started) while the baseline is
             # timed.
             other.stop(spare=runner.proc.pid)
+        chosen: list[int] = []
+        if not touch and audit:
+            chosen = [self.count - 1]
+            if self.count > 1:
+                chosen.append(self.rng.randrange(self.count - 1))
+        copy = slots.copy_request(chosen) if slots.out_each else None
         try:
             try:
                 if touch:
                     reply = runner.request("touch", ARM_SECONDS, n=n)
                 else:
                     reply = runner.request("arm", ARM_SECONDS, n=n, count=self.count,
-                                           graph=self.mode[side] == "graph")
+                                           graph=self.mode[side] == "graph", copy=copy)
             except SideFailure as exc:
                 if exc.kind == "timeout" and side == "candidate":
                     raise JudgeFailure("timing_check", "the candidate did not enqueue its timed "
@@ -267,13 +291,18 @@ class CaseTimer:
                                        "synchronize())") from None
                 raise judge.side_failure(side, exc, "timing") from None
             outputs = slots.outputs
-            if not touch and self.mode[side] == "eager":
+            if copy:  # the baseline: the audited calls' outputs, where it will copy them
+                copied = reply.get("copies")
+                if not isinstance(copied, list) or len(copied) != len(chosen):
+                    raise _violation(side, "the copies of the audited outputs are missing")
+                try:
+                    outputs = [[]] * self.count
+                    for j, descs in zip(chosen, copied, strict=True):
+                        outputs[j] = [slots.reader.view(d) for d in descs]
+                except (protocol.ProtocolError, TypeError) as exc:
+                    raise _violation(side, str(exc)) from None
+            elif not touch and self.mode[side] == "eager" and not slots.out_each:
                 outputs = slots.views(reply.get("outputs"))
-            chosen: list[int] = []
-            if not touch and audit:
-                chosen = [self.count - 1]
-                if self.count > 1:
-                    chosen.append(self.rng.randrange(self.count - 1))
             e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             copies: dict[int, list[Any]] = {}
             started = time.monotonic()
@@ -288,10 +317,16 @@ class CaseTimer:
                 cuda_ipc.stream_write(self.stream.cuda_stream, slots.go, n)
                 cuda_ipc.stream_wait_at_least(self.stream.cuda_stream, slots.done, n)
                 e2.record(self.stream)
+                if copy:
+                    cuda_ipc.stream_wait_at_least(self.stream.cuda_stream, slots.copied, n)
                 for j in chosen:
                     assert outputs is not None
                     copies[j] = [v.clone() for v in outputs[j]]
-            self._wait(e2, slots, n, side)
+                e3 = torch.cuda.Event()
+                e3.record(self.stream)
+            self._wait(e2, slots.done, n, side)
+            if copy:
+                self._wait(e3, slots.copied, n, side)
             self.stream.synchronize()
             wall_ms = (time.monotonic() - started) * 1000
         finally:
@@ -308,7 +343,9 @@ class CaseTimer:
                 self.audit(side, j, outs, inputs[j] if inputs else None)
         return window
 
-    def _wait(self, end: Any, slots: SideSlots, n: int, side: str) -> None:
+    def _wait(self, end: Any, word: int, n: int, side: str) -> None:
+        """Until ``end`` (an event behind a wait for the runner's ``word``) has passed; a side
+        that never writes the word fails, and the judge's stream is released by writing it."""
         from aka_core.evaluation import cuda_ipc
 
         limit = max(BLOCK_SECONDS_MIN, self.count * self.estimate_ms * 50 / 1000)
@@ -316,7 +353,7 @@ class CaseTimer:
         while not end.query():
             if time.monotonic() > deadline:
                 # Unblock the judge's own stream, then fail the side that did not finish.
-                cuda_ipc.stream_write(self.unblock_stream.cuda_stream, slots.done, n)
+                cuda_ipc.stream_write(self.unblock_stream.cuda_stream, word, n)
                 self.stream.synchronize()
                 if side == "candidate":
                     raise JudgeFailure("timeout", f"a timed block of the candidate did not finish "
@@ -429,12 +466,11 @@ class CaseTimer:
     def clean(self) -> dict[str, Any]:
         """The baseline alone (the candidate's process is gone): its time and ``o``."""
         self.slots["baseline"] = SideSlots(self.judge, "baseline", self.layout, self.region,
-                                           self.count)
+                                           self.count, self.out_aligned)
         self.make_stage()
         if self.mode["baseline"] == "graph":
             self.prime("baseline")
-            reply = self.judge._request("baseline", "capture", "timing", count=self.count)
-            self.slots["baseline"].outputs = self.slots["baseline"].views(reply.get("outputs"))
+            self.judge._request("baseline", "capture", "timing", count=self.count)
         windows, touches = [], []
         for block in range(CLEAN_BLOCKS):
             inputs = self.fresh_inputs(10_000 + block)

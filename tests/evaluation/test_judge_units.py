@@ -269,3 +269,28 @@ def test_a_process_tree_is_found_frozen_and_thawed_top_down() -> None:
         for pid in [*processes.descendants(proc.pid), proc.pid]:
             os.kill(pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_memory_descriptors_come_with_their_tag_or_not_at_all(tmp_path: Path) -> None:
+    """The judge takes exactly one descriptor carrying the tag the runner's reply named."""
+    import socket
+
+    from aka_core.evaluation.sides import RunnerProcess, SideFailure
+
+    runner = RunnerProcess.__new__(RunnerProcess)
+    runner.side = "candidate"
+    runner.fd_socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    target = tmp_path / "memory"
+    target.write_bytes(b"x")
+    with open(target, "rb") as handle:
+        socket.send_fds(theirs, [b"arena-1"], [handle.fileno()])
+        fd = runner.receive_fd("arena-1")
+        assert os.read(fd, 1) == b"x"
+        os.close(fd)
+        socket.send_fds(theirs, [b"arena-7"], [handle.fileno(), handle.fileno()])
+        with pytest.raises(SideFailure, match="expected one tagged 'arena-2'"):
+            runner.receive_fd("arena-2")
+    with pytest.raises(SideFailure, match="no memory descriptor"):
+        runner.receive_fd("arena-3", timeout=0.2)
+    theirs.close()
+    runner.fd_socket.close()
