@@ -571,9 +571,10 @@ class Judge:
 class SideIO:
     """Moves one case's inputs to a runner and its outputs back, for untimed calls.
 
-    On a GPU the inputs go into an arena (a dedicated allocation) the judge owns and exports to
-    this runner only; outputs are read from the runner's exported allocations, mapped and copied
-    right away. On a CPU both travel as bytes in the messages.
+    On a GPU the inputs go into the runner's arena (its own allocation, handed to the judge as a
+    file descriptor); the candidate's outputs are read from the allocations it exported, the
+    baseline's from the output region of its arena, and copied right away. On a CPU both travel
+    as bytes in the messages.
     """
 
     def __init__(self, judge: Judge, side: str):

@@ -15,8 +15,8 @@ candidate's outputs are exported where its kernels wrote them; the baseline's ar
 output region of its arena (``setup``'s ``out``), so that no memory of the baseline is ever
 reachable by a handle another process could guess. Timed blocks: on ``arm``, the runner enqueues
 on its stream a wait for the judge's "go" word in the arena, then ``count`` calls (or one replay of
-a captured CUDA graph of them), then a write of the "done" word (the baseline then copies the
-outputs of the calls the judge audits and writes the "copied" word), and answers at once. The
+a captured CUDA graph of them), then a write of the "done" word, and answers at once (after the
+block, the baseline copies the outputs of the calls the judge audits on ``copy_out``). The
 judge, whose clock this is, starts its timing event, copies the block's fresh inputs into the
 arena, writes "go", waits for "done" and stops its event.
 """
@@ -37,7 +37,6 @@ from aka_core.evaluation import protocol
 
 GO_OFFSET = 0
 DONE_OFFSET = 4
-COPIED_OFFSET = 8
 
 
 class Runner:
@@ -57,6 +56,7 @@ class Runner:
         self.graph: Any = None
         self.graph_outputs: list[list[Any]] = []
         self.kept: list[list[Any]] = []
+        self.last_calls: list[list[Any]] = []
         self.exports: dict[int, bytes] = {}
         self.stream: Any = None
         self.started_op = time.monotonic()
@@ -311,12 +311,17 @@ class Runner:
                 if not self.out_region[1]:
                     outputs = [[self._export(t) for t in call] for call in calls]
         cuda_ipc.stream_write(stream, self.arena.ptr + DONE_OFFSET, n)
-        copies = None
-        if self.out_region[1] and command.get("copy"):
-            # The baseline (after its window): the outputs of the calls the judge audits.
-            copies = [self._copy_out(calls[int(j)], int(start)) for j, start in command["copy"]]
-            cuda_ipc.stream_write(stream, self.arena.ptr + COPIED_OFFSET, n)
-        self.reply(ok=True, outputs=outputs, copies=copies)
+        self.last_calls = calls
+        self.reply(ok=True, outputs=outputs)
+
+    def op_copy_out(self, command: Mapping[str, Any]) -> None:
+        """The baseline, after a block: copy the outputs of the calls the judge audits into the
+        output region. (Not behind "done" in the same stream: the GPU keeps a context running
+        while it has work, so copies queued there would land inside the judge's window.)"""
+        copies = [self._copy_out(self.last_calls[int(j)], int(start))
+                  for j, start in command["copy"]]
+        self._sync()
+        self.reply(ok=True, copies=copies)
 
     def op_touch(self, command: Mapping[str, Any]) -> None:
         """A block with one trivial kernel: the judge's measure of a block's fixed cost."""
@@ -338,6 +343,7 @@ class Runner:
 
     def op_release(self, command: Mapping[str, Any]) -> None:
         self.out_region = (0, 0)
+        self.last_calls = []
         self.graph = None
         self.graph_outputs = []
         self.kept = []

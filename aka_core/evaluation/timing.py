@@ -51,7 +51,7 @@ from aka_core.evaluation.judge import (
     derive_seed,
     slot_layout,
 )
-from aka_core.evaluation.runner import COPIED_OFFSET, DONE_OFFSET, GO_OFFSET
+from aka_core.evaluation.runner import DONE_OFFSET, GO_OFFSET
 from aka_core.evaluation.sides import SideFailure
 
 BLOCK_TARGET_MS = 4.0
@@ -115,10 +115,6 @@ class SideSlots:
     @property
     def done(self) -> int:
         return self.arena.ptr + DONE_OFFSET
-
-    @property
-    def copied(self) -> int:
-        return self.arena.ptr + COPIED_OFFSET
 
     def copy_request(self, chosen: list[int]) -> list[list[int]]:
         """Where the baseline copies the outputs of each audited call."""
@@ -282,7 +278,7 @@ class CaseTimer:
                     reply = runner.request("touch", ARM_SECONDS, n=n)
                 else:
                     reply = runner.request("arm", ARM_SECONDS, n=n, count=self.count,
-                                           graph=self.mode[side] == "graph", copy=copy)
+                                           graph=self.mode[side] == "graph")
             except SideFailure as exc:
                 if exc.kind == "timeout" and side == "candidate":
                     raise JudgeFailure("timing_check", "the candidate did not enqueue its timed "
@@ -291,17 +287,7 @@ class CaseTimer:
                                        "synchronize())") from None
                 raise judge.side_failure(side, exc, "timing") from None
             outputs = slots.outputs
-            if copy:  # the baseline: the audited calls' outputs, where it will copy them
-                copied = reply.get("copies")
-                if not isinstance(copied, list) or len(copied) != len(chosen):
-                    raise _violation(side, "the copies of the audited outputs are missing")
-                try:
-                    outputs = [[]] * self.count
-                    for j, descs in zip(chosen, copied, strict=True):
-                        outputs[j] = [slots.reader.view(d) for d in descs]
-                except (protocol.ProtocolError, TypeError) as exc:
-                    raise _violation(side, str(exc)) from None
-            elif not touch and self.mode[side] == "eager" and not slots.out_each:
+            if not touch and self.mode[side] == "eager" and not slots.out_each:
                 outputs = slots.views(reply.get("outputs"))
             e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             copies: dict[int, list[Any]] = {}
@@ -317,18 +303,15 @@ class CaseTimer:
                 cuda_ipc.stream_write(self.stream.cuda_stream, slots.go, n)
                 cuda_ipc.stream_wait_at_least(self.stream.cuda_stream, slots.done, n)
                 e2.record(self.stream)
-                if copy:
-                    cuda_ipc.stream_wait_at_least(self.stream.cuda_stream, slots.copied, n)
-                for j in chosen:
-                    assert outputs is not None
-                    copies[j] = [v.clone() for v in outputs[j]]
-                e3 = torch.cuda.Event()
-                e3.record(self.stream)
+                if not copy:  # the candidate's outputs, before it can touch them again
+                    for j in chosen:
+                        assert outputs is not None
+                        copies[j] = [v.clone() for v in outputs[j]]
             self._wait(e2, slots.done, n, side)
-            if copy:
-                self._wait(e3, slots.copied, n, side)
             self.stream.synchronize()
             wall_ms = (time.monotonic() - started) * 1000
+            if copy:
+                copies = self.baseline_copies(slots, copy, chosen)
         finally:
             if other is not None:
                 other.cont()
@@ -342,6 +325,23 @@ class CaseTimer:
             for j, outs in copies.items():
                 self.audit(side, j, outs, inputs[j] if inputs else None)
         return window
+
+    def baseline_copies(self, slots: SideSlots, copy: list[list[int]], chosen: list[int]
+                        ) -> dict[int, list[Any]]:
+        """The baseline's audited outputs, which it copies into its arena after the block."""
+        import torch
+
+        try:
+            reply = self.judge._request("baseline", "copy_out", "timing", timeout=ARM_SECONDS,
+                                        copy=copy)
+            copied = reply.get("copies")
+            if not isinstance(copied, list) or len(copied) != len(chosen):
+                raise protocol.ProtocolError("the copies of the audited outputs are missing")
+            with torch.cuda.stream(self.stream):
+                return {j: [slots.reader.view(d).clone() for d in descs]
+                        for j, descs in zip(chosen, copied, strict=True)}
+        except (protocol.ProtocolError, TypeError) as exc:
+            raise _violation("baseline", str(exc)) from None
 
     def _wait(self, end: Any, word: int, n: int, side: str) -> None:
         """Until ``end`` (an event behind a wait for the runner's ``word``) has passed; a side
