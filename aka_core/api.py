@@ -97,6 +97,7 @@ def evaluate_candidate(
     *,
     device: str = "auto",
     held_out: bool = True,
+    held_out_seed: int | None = None,
     measure_performance: bool = True,
     scorer: str = "speedup",
     scorer_options: dict[str, Any] | None = None,
@@ -128,7 +129,8 @@ def evaluate_candidate(
             raise AkaError(f"{candidate} holds none of the task's editable files "
                            f"({', '.join(loaded.editable)})")
         ctx = _eval_context(host, loaded, device, held_out, measure_performance, scorer,
-                            scorer_options or {}, run_dir=root, confinement=confinement)
+                            scorer_options or {}, run_dir=root, confinement=confinement,
+                            held_out_seed=held_out_seed)
         integrity = IntegrityReport(ok=True, changed_files=tuple(copied))
         started = now_iso()
         result = evaluate_and_score(ctx, loaded, workspace, baseline, logs, None, integrity,
@@ -157,13 +159,15 @@ def require_runnable(task: Task, device: str, host: PluginHost | None = None) ->
 
 def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
                   measure_performance: bool, scorer: str, scorer_options: dict[str, Any],
-                  *, run_dir: Path, confinement: str = "required") -> TaskContext:
+                  *, run_dir: Path, confinement: str = "required",
+                  held_out_seed: int | None = None) -> TaskContext:
     config = RunConfig(
         agent=AgentConfig(template="external"), tasks=(task.id,),
         # Only names the device in logs; ``aka eval`` evaluates on whatever GPU this host has.
         target_gpu_model="cpu" if device == "cpu" else "this-host-gpu",
         scorer=NamedPluginConfig(name=scorer, options=scorer_options),
         evaluation=EvaluationConfig(device=device, held_out=held_out,  # type: ignore[arg-type]
+                                    held_out_seed=held_out_seed,
                                     measure_performance=measure_performance,
                                     confinement=confinement),  # type: ignore[arg-type]
     )

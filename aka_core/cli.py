@@ -143,6 +143,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     result = api.evaluate_candidate(args.task, args.candidate, device=args.device,
                                     held_out=not args.no_held_out,
+                                    held_out_seed=args.held_out_seed,
                                     measure_performance=not args.no_timing)
     data = unstructure(result)
     if args.output:
@@ -327,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--candidate", required=True, help="folder holding the candidate's files")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--no-held-out", action="store_true", help="skip the held-out cases")
+    p.add_argument("--held-out-seed", type=int, default=None, metavar="N",
+                   help="draw the held-out shapes from N (the same for every candidate); "
+                        "default: a fresh secret draw per evaluation")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     p.add_argument("--output", help="also write the task result YAML here")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")

@@ -387,7 +387,8 @@ def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline:
                   *, held_out: bool, measure_performance: bool, seeds: int | None,
                   time_reference: bool = False, compile_only: str | None = None,
                   confinement: str = "required", protected: tuple[str, ...] = (),
-                  host: PluginHost | None = None) -> EvaluationRequest:
+                  host: PluginHost | None = None, held_out_seed: int | None = None
+                  ) -> EvaluationRequest:
     """The evaluator's files (reference, inputs) come from ``baseline``: the preserved copy of the
     task, verified after the agent ran; never from the workspace.
 
@@ -408,7 +409,7 @@ def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline:
         measure_performance=measure_performance, timing=task.timing, timeouts=task.timeouts,
         time_reference=time_reference, compile_only_architecture=compile_only,
         held_out_draws=task.held_out_draws if held_out and ctx_device != "cpu" else None,
-        cost=task.cost, rules=task.rules, candidate_files=task.editable,
+        held_out_seed=held_out_seed, cost=task.cost, rules=task.rules, candidate_files=task.editable,
         confinement=confinement,  # type: ignore[arg-type]
         protected=protected or protected_paths(task), backend_env=env,
     )
@@ -431,7 +432,8 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
     request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
                             measure_performance=ev.measure_performance, seeds=ev.seeds_per_case,
                             compile_only=arch, confinement=ev.confinement, host=ctx.host,
-                            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir))
+                            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir),
+                            held_out_seed=ev.held_out_seed)
     log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases],
              compile_only=arch)
     tampered = evaluator_tampering(ctx)

@@ -67,6 +67,11 @@ class EvaluationConfig:
     device: Literal["auto", "cuda", "cpu"] = "auto"
     seeds_per_case: int | None = None
     held_out: bool = True
+    held_out_seed: int | None = None
+    """Draw the held-out shapes from this seed, the same for every candidate (comparisons under
+    identical conditions; a per-case speedup can differ by several x between shapes). None: a
+    fresh secret draw per evaluation. A fixed seed is only as secret as this file: keep it where
+    agents cannot read it."""
     measure_performance: bool = True
     confinement: Confinement = "required"
     """How the runners that execute candidate and baseline code are confined (aka_core.sandbox):

@@ -101,7 +101,9 @@ class Judge:
     def __init__(self, request: EvaluationRequest, channel: Channel):
         self.channel = channel
         secret = request.secret_seed
-        self.held_out_cases = (draw_held_out(request.held_out_draws, derive_seed(secret, "draws"))
+        draw_seed = (derive_seed(secret, "draws") if request.held_out_seed is None
+                     else derive_seed(request.held_out_seed, "draws"))
+        self.held_out_cases = (draw_held_out(request.held_out_draws, draw_seed)
                                if request.held_out_draws is not None else [])
         self.cases = [*request.cases, *self.held_out_cases]
         self.held_out = {*request.held_out, *(c.name for c in self.held_out_cases)}
@@ -110,7 +112,7 @@ class Judge:
         self.timing_root = derive_seed(secret, "timing")
         import attrs
 
-        self.req = attrs.evolve(request, secret_seed=0)
+        self.req = attrs.evolve(request, secret_seed=0, held_out_seed=None)
         self.result: dict[str, Any] = {"phases": {}}
         self._phase: str | None = None
         self._phase_start = time.monotonic()

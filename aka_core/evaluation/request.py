@@ -61,6 +61,9 @@ class EvaluationRequest:
     """Folders no runner may read (the tasks folder, the run directory, the repository's tests)."""
     backend_env: dict[str, str] = attrs.Factory(dict)
     """Variables the backend adds to its runners' environment."""
+    held_out_seed: int | None = None
+    """Where set, the held-out shapes are drawn from it (the same for every candidate) instead
+    of from the per-evaluation secret."""
     secret_seed: int = 0
     """Per-evaluation secret; sent on stdin only, never written to disk or the environment."""
 

@@ -294,3 +294,26 @@ def test_memory_descriptors_come_with_their_tag_or_not_at_all(tmp_path: Path) ->
         runner.receive_fd("arena-3", timeout=0.2)
     theirs.close()
     runner.fd_socket.close()
+
+
+def test_a_held_out_seed_gives_every_candidate_the_same_shapes_and_stays_out_of_the_record() -> None:
+    import attrs
+
+    from aka_core.evaluation.judge import Judge
+    from aka_core.evaluation.request import EvaluationRequest, SideRef
+    from aka_core.models import Case
+
+    side = SideRef(root="/nonexistent", ref="k.py:f")
+    draws = HeldOutDraws(count=2, params={"M": {"range": [1, 10**6]}})
+    request = EvaluationRequest(task_id="t", backend="triton", reference=side, inputs=side,
+                                baseline=side, candidate=side, cases=(Case(name="a", params={}),),
+                                tolerance={}, device="cpu", held_out_draws=draws)
+
+    def shapes(**fields: object) -> list[object]:
+        judge = Judge(attrs.evolve(request, **fields), channel=None)  # type: ignore[arg-type]
+        assert judge.req.secret_seed == 0 and judge.req.held_out_seed is None
+        return [c.params for c in judge.held_out_cases]
+
+    assert shapes(secret_seed=1, held_out_seed=7) == shapes(secret_seed=2, held_out_seed=7)
+    assert shapes(secret_seed=1, held_out_seed=7) != shapes(secret_seed=1, held_out_seed=8)
+    assert shapes(secret_seed=1) != shapes(secret_seed=2), "without a seed: the secret draws"
