@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from aka_core.devices import gpu_visible_quick, probe
-from aka_core.errors import AkaError
+from aka_core.errors import AkaError, UsageError
 from aka_core.evaluation import evaluate
 from aka_core.host import PluginHost
 from aka_core.lifecycle import (
@@ -73,7 +73,7 @@ def find_task(task: str | Path, tasks_root: Path | None = None) -> tuple[Path, s
     if not (path / "task.yaml").is_file() and tasks_root is not None:
         path = tasks_root / task
     if not path.is_dir():
-        raise AkaError(f"no task folder at {task}; pass a folder holding task.yaml "
+        raise UsageError(f"no task folder at {task}; pass a folder holding task.yaml "
                        "(e.g. tasks/triton2triton/gelu)")
     path = path.resolve()
     for parent in path.parents:
@@ -114,8 +114,11 @@ def evaluate_candidate(
     task_path, task_id = find_task(task)
     loaded = load_task(task_path, task_id, host)
     candidate = Path(candidate_dir)
+    if candidate.is_file():
+        raise UsageError(f"{candidate} is a file; --candidate takes the folder that holds the "
+                       f"candidate's files ({', '.join(loaded.editable)})")
     if not candidate.is_dir():
-        raise AkaError(f"candidate folder {candidate} does not exist")
+        raise UsageError(f"candidate folder {candidate} does not exist")
     device = resolve_device(device)
     require_runnable(loaded, device, host)
     with tempfile.TemporaryDirectory(prefix="aka-eval-", dir=work_dir) as tmp:
@@ -126,7 +129,7 @@ def evaluate_candidate(
         logs.mkdir()
         copied = overlay_editable(loaded, candidate, workspace)
         if not copied:
-            raise AkaError(f"{candidate} holds none of the task's editable files "
+            raise UsageError(f"{candidate} holds none of the task's editable files "
                            f"({', '.join(loaded.editable)})")
         ctx = _eval_context(host, loaded, device, held_out, measure_performance, scorer,
                             scorer_options or {}, run_dir=root, confinement=confinement,

@@ -43,6 +43,13 @@ class Problem:
         return text
 
 
+class UsageError(AkaError):
+    """A command was given something it cannot use (a path that is not there, a file for a
+    folder). Exit status 2."""
+
+    exit_code = EXIT_USAGE
+
+
 class ConfigError(AkaError):
     """A config, task.yaml or plugin option is invalid. Exit status 2."""
 

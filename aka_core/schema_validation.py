@@ -12,6 +12,7 @@ import difflib
 import functools
 import importlib.resources
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -92,7 +93,12 @@ def validate_document(
     """
     validator = Validator(schema)
     lines_from = source if source is not None else data
-    problems: list[Problem] = []
+    problems: list[Problem] = [
+        Problem(f"{value!r} is not a finite number", file=file,
+                line=line_of(lines_from, [*path_prefix, *relative]) if lines_from is not None
+                else None, field=field_path([*path_prefix, *relative]) or None,
+                hint="write a finite number (no .inf or .nan)")
+        for relative, value in _non_finite(data, [])]
     for error in validator.iter_errors(data):
         for relative, message, hint in _describe(error):
             path = [*path_prefix, *relative]
@@ -104,6 +110,19 @@ def validate_document(
                 hint=hint,
             ))
     return sort_problems(problems)
+
+
+def _non_finite(data: Any, path: list[PathPart]) -> list[tuple[list[PathPart], float]]:
+    """Every float in ``data`` that is inf or NaN, with its path (JSON Schema lets them pass as
+    numbers: a timeout of .inf would never fire)."""
+    if isinstance(data, float):
+        return [] if math.isfinite(data) else [(path, data)]
+    if isinstance(data, Mapping):
+        return [found for key, value in data.items() for found in _non_finite(value, [*path, key])]
+    if isinstance(data, list | tuple):
+        return [found for index, value in enumerate(data)
+                for found in _non_finite(value, [*path, index])]
+    return []
 
 
 def validate_or_raise(

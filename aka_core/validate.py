@@ -138,7 +138,13 @@ def validate_paths(paths: list[Path], host: PluginHost, *, run: bool, device: st
                             "detail": "no such file or folder"})
             worst = max(worst, EXIT_USAGE)
             continue
-        for task_dir, task_id in _task_dirs(path, host):
+        found = _task_dirs(path, host)
+        if not found:
+            reports.append({"path": str(path), "overall_status": "FAIL",
+                            "detail": "no task.yaml here or in any folder below: a task folder "
+                                      "holds a task.yaml (docs/task-format.md)"})
+            worst = max(worst, EXIT_USAGE)
+        for task_dir, task_id in found:
             report = validate_task(task_dir, task_id, host, run=run, device=device)
             reports.append(report)
             if report["overall_status"] == "FAIL":

@@ -25,22 +25,73 @@ def _yaml_rt() -> YAML:
     return YAML(typ="rt")
 
 
+MAX_YAML_BYTES = 16 * 2**20
+MAX_YAML_NODES = 200_000
+"""Nodes a document may have once its aliases are expanded: a few nested anchors ("billion
+laughs") otherwise expand to more than any machine holds when the data is copied."""
+
+
 def load_yaml(path: Path) -> Any:
     """Load a YAML file keeping positions (``line_of`` reads them). Errors name file and line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.stat().st_size > MAX_YAML_BYTES:
+            raise ConfigError(Problem(f"the file is larger than {MAX_YAML_BYTES >> 20} MiB",
+                                      file=path, hint="a config or task file is a few KiB"))
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(Problem("file not found", file=path,
                                   hint="check the path")) from None
+    except IsADirectoryError:
+        raise ConfigError(Problem("is a folder, not a YAML file", file=path,
+                                  hint="name the YAML file itself")) from None
     except OSError as exc:
         raise ConfigError(Problem(f"cannot read: {exc}", file=path)) from None
     try:
-        return _yaml_rt().load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(Problem(f"not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x})",
+                                  file=path, line=raw[:exc.start].count(b"\n") + 1,
+                                  hint="save the file as UTF-8")) from None
+    try:
+        data = _yaml_rt().load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         raise ConfigError(Problem(f"invalid YAML: {exc.problem or exc.context}", file=path,
                                   line=line, hint="fix the YAML syntax")) from None
+    except RecursionError:
+        raise ConfigError(Problem("nested too deeply", file=path)) from None
+    nodes = expanded_size(data)
+    if nodes > MAX_YAML_NODES:
+        raise ConfigError(Problem(f"the document expands to more than {MAX_YAML_NODES} values "
+                                  "once its aliases (*name) are followed", file=path,
+                                  hint="write the values out, or use fewer nested aliases"))
+    return data
+
+
+def expanded_size(data: Any, limit: int = MAX_YAML_NODES) -> int:
+    """How many values ``data`` has with every shared (aliased) part counted each time it is
+    used; stops counting past ``limit``. Linear in the distinct nodes."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any, depth: int) -> int:
+        if not isinstance(node, dict | list | tuple):
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if depth > 200:
+            return limit + 1
+        sizes[key] = limit + 1  # a node that contains itself expands forever
+        total = 1
+        for child in (node.values() if isinstance(node, dict) else node):
+            total += size(child, depth + 1)
+            if total > limit:
+                break
+        sizes[key] = min(total, limit + 1)
+        return sizes[key]
+
+    return size(data, 0)
 
 
 def line_of(data: Any, path: Sequence[str | int]) -> int | None:

@@ -176,8 +176,29 @@ def test_eval_of_a_folder_without_the_editable_files_is_an_error(
 
     code, _, err = aka("eval", task, "--candidate", tmp_path / "empty", "--device", "cpu")
 
-    assert code == 1
+    assert code == 2
     assert "holds none of the task's editable files (kernel.py)" in err
+
+
+def test_eval_of_a_file_or_a_missing_path_is_a_usage_error(
+    aka: Aka, tmp_path: Path, make_task: Callable[..., Path]
+) -> None:
+    task = make_task()
+    (tmp_path / "kernel.py").write_text(CORRECT_KERNEL)
+
+    code, _, err = aka("eval", task, "--candidate", tmp_path / "kernel.py", "--device", "cpu")
+    assert code == 2 and "is a file; --candidate takes the folder" in err
+    code, _, err = aka("eval", task, "--candidate", tmp_path / "nope", "--device", "cpu")
+    assert code == 2 and "does not exist" in err
+    code, _, err = aka("eval", tmp_path / "no-task", "--candidate", tmp_path, "--device", "cpu")
+    assert code == 2 and "no task folder at" in err
+
+
+def test_validate_of_a_folder_without_any_task_fails(aka: Aka, tmp_path: Path) -> None:
+    code, out, _ = aka("validate", tmp_path)
+
+    assert code == 2
+    assert "no task.yaml here or in any folder below" in out
 
 
 def test_validate_run_of_a_tasks_folder_passes_on_cpu(

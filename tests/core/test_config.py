@@ -119,6 +119,35 @@ def test_a_config_that_is_not_a_mapping(tmp_path: Path, write) -> None:
     assert "expected a mapping" in config_error(path)
 
 
+def test_a_yaml_alias_bomb_is_refused_without_expanding_it(tmp_path: Path, write) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
+              f"*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 12)]
+    path = write(tmp_path / "run.yaml", GOOD + "\n".join(lines) + "\n")
+    message = config_error(path)  # 10**12 values if expanded: this returns at once
+    assert f"{path}:" in message and "once its aliases (*name) are followed" in message
+
+
+def test_a_config_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_bytes(GOOD.encode() + b"# caf\xe9\n")
+    message = config_error(path)
+    assert f"{path}:11: not UTF-8 text (byte" in message and "save the file as UTF-8" in message
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "1e41"])
+def test_timeouts_must_be_finite_and_bounded(tmp_path: Path, write, value: str) -> None:
+    path = write(tmp_path / "run.yaml", GOOD.replace("timeout_seconds: 600",
+                                                     f"timeout_seconds: {value}"))
+    message = config_error(path)
+    assert f"{path}:3: agent.timeout_seconds:" in message, message
+    assert ("not a finite number" in message) or ("604800" in message), message
+
+
+def test_a_folder_given_as_the_config_file(tmp_path: Path) -> None:
+    assert "is a folder, not a YAML file" in config_error(tmp_path)
+
+
 # --------------------------------------------------------------------------- tasks directory
 
 
