@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from aka_core import __version__
-from aka_core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, AkaError
+from aka_core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, AkaError, UsageError
 
 log = structlog.get_logger("aka.cli")
 
@@ -40,13 +40,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     from aka_core.run import create_run, execute_run
 
     host = _host()
+    if args.resume and args.config:
+        raise UsageError(f"give a run config or --resume, not both: a resumed run keeps the "
+                         f"config it started with (ignoring {args.config})")
     if args.resume:
         run_dir = Path(args.resume).resolve()
     elif args.config:
         run_dir = create_run(Path(args.config), host, run_suffix=args.run_suffix,
                              output_root=Path(args.output_root) if args.output_root else None)
     else:
-        raise AkaError("give a run config (aka run CONFIG) or a run to resume (--resume RUN_DIR)")
+        raise UsageError("give a run config (aka run CONFIG) or a run to resume (--resume RUN_DIR)")
     from aka_core.run import read_run_file
 
     meta = read_run_file(run_dir)
@@ -115,7 +118,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     else:
         root = Path(args.tasks_dir or "tasks").resolve()
         if not root.is_dir():
-            raise AkaError(f"no tasks folder at {root}; pass --tasks-dir or --config")
+            raise UsageError(f"no tasks folder at {root}; pass --tasks-dir or --config")
         selectors = args.selectors or sorted(discover_tasks(root, host))
     ids = resolve_selectors(selectors, root, host)
     rows = []

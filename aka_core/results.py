@@ -16,7 +16,7 @@ from ruamel.yaml.error import YAMLError
 
 from aka_core import yamlio
 from aka_core.convert import structure, unstructure
-from aka_core.errors import AkaError, Problem
+from aka_core.errors import EXIT_USAGE, AkaError, Problem
 from aka_core.models import TaskResult
 
 RUN_FILE = "run.yaml"
@@ -26,7 +26,10 @@ REPORTS_DIR = "reports"
 
 
 class ResultError(AkaError):
-    """A run directory, ``run.yaml`` or ``task_result.yaml`` is missing or cannot be read."""
+    """A run directory, ``run.yaml`` or ``task_result.yaml`` is missing or cannot be read (the
+    folder given is not a run, or a run's files were damaged). Exit status 2."""
+
+    exit_code = EXIT_USAGE
 
     def __init__(self, problem: Problem):
         self.problem = problem

@@ -26,7 +26,7 @@ from aka_core import __version__, gpus, parallel
 from aka_core.config import load_run_config, resolve_tasks_directory
 from aka_core.convert import structure, unstructure
 from aka_core.devices import probe
-from aka_core.errors import AkaError, ConfigError, Problem
+from aka_core.errors import AkaError, ConfigError, Problem, UsageError
 from aka_core.host import PluginHost
 from aka_core.interrupt import INTERRUPTS, signals_deferred
 from aka_core.lifecycle import (
@@ -140,7 +140,7 @@ def check_resources(config: RunConfig, config_path: Path, source_doc: Any) -> No
 def read_run_file(run_dir: Path) -> dict[str, Any]:
     path = run_dir / RUN_FILE
     if not path.is_file():
-        raise AkaError(f"{run_dir} is not a run directory (no {RUN_FILE}); pass the folder that "
+        raise UsageError(f"{run_dir} is not a run directory (no {RUN_FILE}); pass the folder that "
                        "`aka run` printed")
     try:
         return load_plain_yaml(path)
@@ -225,7 +225,7 @@ def run_one_task(run_dir: Path, task_id: str, host: PluginHost,
     """
     meta = read_run_file(run_dir)
     if task_id not in meta["task_ids"]:
-        raise AkaError(f"task {task_id!r} is not part of run {run_dir}")
+        raise UsageError(f"task {task_id!r} is not part of run {run_dir}")
     config = structure(meta["config"], RunConfig)
     device = meta["device"]
     if device == DEVICE_ON_NODE:

@@ -48,6 +48,13 @@ def validate_task(task_dir: Path, task_id: str, host: PluginHost, *, run: bool,
         checks.append({"name": "static", "status": "FAIL", "detail": str(exc)})
         report["overall_status"] = "FAIL"
         return report
+    try:
+        host.backend(task.backend)
+    except AkaError as exc:
+        checks.append({"name": "static", "status": "FAIL",
+                       "detail": f"{task_dir / 'task.yaml'}: backend: {exc}"})
+        report["overall_status"] = "FAIL"
+        return report
     checks.append({"name": "static", "status": "PASS", "detail": "task.yaml and files valid"})
     checks.extend(_contract_warnings(task))
     if run:
