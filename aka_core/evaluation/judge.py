@@ -23,6 +23,7 @@ killed from outside, the judge's own fault) — never a zero reward a trainer sh
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -33,7 +34,7 @@ import shutil
 import sys
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ ALIGN = 256
 CTRL_BYTES = 256
 STARTUP_SECONDS = 300.0
 POISON_FACTOR = 2
+TASK_CODE_SECONDS = 120.0
 
 
 class JudgeFailure(Exception):
@@ -344,18 +346,44 @@ class Judge:
         self.gpu_model = gpus.model_of_device(name) if self.device == "cuda" else None
 
     def inputs_for(self, case: Any, seed: int) -> dict[str, Any]:
+        params = dict(case.params)
         try:
-            return self.make_inputs(dict(case.params), seed, self.device)
+            with task_code_deadline(self.task_code_seconds(), "the inputs factory", case.name):
+                inputs = self.make_inputs(params, seed, self.device)
+        except JudgeFailure:
+            raise
+        except KeyError as exc:
+            key = exc.args[0] if exc.args else None
+            if isinstance(key, str) and key not in params:
+                raise JudgeFailure("task_error", f"the inputs factory needs parameter {key!r}, "
+                                   f"which case {case.name} does not set (its params: "
+                                   f"{', '.join(params) or 'none'}): add it to the case in "
+                                   "task.yaml", traceback=_short_tb(exc)) from exc
+            raise JudgeFailure("task_error", f"the inputs factory raised KeyError: {exc} (case "
+                               f"{case.name})", traceback=_short_tb(exc)) from exc
         except BaseException as exc:
             raise JudgeFailure("task_error", f"the inputs factory raised {type(exc).__name__}: "
                                f"{exc} (case {case.name})", traceback=_short_tb(exc)) from exc
+        if not isinstance(inputs, Mapping) or not all(isinstance(k, str) for k in inputs):
+            raise JudgeFailure("task_error", f"the inputs factory returned a "
+                               f"{type(inputs).__name__} (case {case.name}); it must return a dict "
+                               "of the entry point's argument names to tensors or values")
+        return dict(inputs)
 
     def reference_outputs(self, case: Any, inputs: Mapping[str, Any]) -> list[Any]:
         try:
-            return checking.as_tensors(self.reference(**inputs))
+            with task_code_deadline(self.task_code_seconds(), "the reference", case.name):
+                return checking.as_tensors(self.reference(**inputs))
+        except JudgeFailure:
+            raise
         except BaseException as exc:
             raise JudgeFailure("task_error", f"the reference raised {type(exc).__name__}: {exc} "
                                f"(case {case.name})", traceback=_short_tb(exc)) from exc
+
+    def task_code_seconds(self) -> float:
+        """How long one call of the task's own code (inputs, reference) may take: a hang there
+        is the task's fault, not the candidate's, and must not wait for the phase's limit."""
+        return max(1.0, min(TASK_CODE_SECONDS, self.remaining()))
 
     # ------------------------------------------------------------------ compile
     def compile_only(self) -> None:
@@ -724,6 +752,26 @@ class OutputReader:
 
 
 # --------------------------------------------------------------------------- arena layout
+
+
+@contextlib.contextmanager
+def task_code_deadline(seconds: float, what: str, case: str) -> Iterator[None]:
+    """Raise ``JudgeFailure("task_error")`` if the block runs longer than ``seconds`` (a Python
+    loop in the task's inputs factory or reference; code blocked inside C is stopped by the
+    phase's limit instead)."""
+    import signal
+
+    def expire(signum: int, frame: Any) -> None:
+        raise JudgeFailure("task_error", f"{what} did not return within {seconds:.0f} s (case "
+                           f"{case}): the task's own code hangs or is far too slow")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def output_budget(ref: list[Any]) -> int:

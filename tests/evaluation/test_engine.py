@@ -314,3 +314,35 @@ def test_secret_seed_and_credentials_are_not_in_the_runners_environment_or_argv(
         assert form not in json.dumps(record, default=str), "the secret is in the record"
         for log in Path(record["worker_log"]).parent.glob("*.log"):
             assert form not in log.read_text(errors="replace"), f"the secret is in {log.name}"
+
+
+# --------------------------------------------------------------------------- the task's own faults
+
+
+@pytest.mark.parametrize(("inputs_py", "fragment"), [
+    ("def make_inputs(case, seed, device):\n    while True:\n        pass\n",
+     "the inputs factory did not return within"),
+    ("import torch\n\ndef make_inputs(case, seed, device):\n    return [torch.ones(2)]\n",
+     "the inputs factory returned a list"),
+    ("def make_inputs(case, seed, device):\n    return {'n': case['K']}\n",
+     "needs parameter 'K', which case m8_n16_fp32 does not set (its params: M, N, dtype)"),
+])
+def test_a_fault_of_the_tasks_own_code_is_a_task_error_not_the_candidates(
+    make_task: Callable[..., Path], tmp_path: Path, inputs_py: str, fragment: str,
+) -> None:
+    task_dir = make_task()
+    (task_dir / "inputs.py").write_text(inputs_py, encoding="utf-8")
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    (candidate / "kernel.py").write_text(CORRECT, encoding="utf-8")
+    # A call of the task's code may take what is left of the phase (3 s here), at most
+    # judge.TASK_CODE_SECONDS.
+    request = make_request(task_dir, candidate, seeds=1,
+                           timeouts=Timeouts(compile_seconds=3, correctness_seconds=3,
+                                         timing_seconds=3))
+    started = time.monotonic()
+    record = evaluate.evaluate(request, log_path=tmp_path / "eval.log")
+    failure = record["failure"]
+    assert failure["kind"] == "task_error", failure
+    assert fragment in failure["message"], failure["message"]
+    assert time.monotonic() - started < 60
