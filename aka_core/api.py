@@ -39,6 +39,7 @@ from aka_core.models import (
 )
 from aka_core.operator_tasks import load_task
 from aka_core.run import create_run, execute_run, read_run_file
+from aka_core.tails import tail
 from aka_core.workspace import copy_task, overlay_editable, prepare_workspace, preserve_baseline
 
 
@@ -139,7 +140,7 @@ def evaluate_candidate(
         result = evaluate_and_score(ctx, loaded, workspace, baseline, logs, None, integrity,
                                     {"task_id": task_id, "started_at": started,
                                      "family": loaded.family, "backend": loaded.backend})
-        tails = {name: _tail(logs / f"{name}.log") for name in
+        tails = {name: tail(logs / f"{name}.log") for name in
                  ("evaluation", "evaluation.baseline", "evaluation.candidate")}
     evaluation = dict(result.evaluation)
     evaluation["worker_log"] = None
@@ -148,10 +149,6 @@ def evaluate_candidate(
     evaluation["candidate_log_tail"] = tails["evaluation.candidate"]
     evaluation["baseline_log_tail"] = tails["evaluation.baseline"]
     return attrs.evolve(result, finished_at=now_iso(), evaluation=evaluation)
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    return path.read_text(errors="replace")[-limit:] if path.is_file() else ""
 
 
 def require_runnable(task: Task, device: str, host: PluginHost | None = None) -> None:
@@ -191,8 +188,8 @@ def validate_task_run(task: Task, host: PluginHost, *, device: str = "auto") -> 
                                 compile_only=arch, host=host,
                                 protected=protected_paths(task, Path(tmp)))
         record = evaluate.evaluate(request, log_path=Path(tmp) / "evaluation.log")
-        record["worker_log_tail"] = _tail(Path(tmp) / "evaluation.log", 3000)
-        record["baseline_log_tail"] = _tail(Path(tmp) / "evaluation.baseline.log", 3000)
+        record["worker_log_tail"] = tail(Path(tmp) / "evaluation.log", 3000)
+        record["baseline_log_tail"] = tail(Path(tmp) / "evaluation.baseline.log", 3000)
     record["worker_log"] = None
     record.pop("logs", None)
     return record

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from aka_core.evaluation.request import EvaluationRequest
+from aka_core.tails import tail
 
 STARTUP_SECONDS = 300.0
 # How long a judge may queue for a GPU that other evaluations are checking and timing on.
@@ -150,7 +151,7 @@ def evaluate(
     record["wall_seconds"] = round(time.monotonic() - started, 3)
     record["worker_log"] = str(log_path)
     if failure is not None:
-        failure.setdefault("log_tail", _tail(log_path))
+        failure.setdefault("log_tail", tail(log_path))
         record["failure"] = failure
     return record
 
@@ -220,14 +221,6 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         if proc.poll() is None:
             proc.kill()
     proc.wait()
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        data = path.read_bytes()[-limit:]
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace")
 
 
 def outcome(record: dict[str, Any]) -> dict[str, Any]:

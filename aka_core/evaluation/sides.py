@@ -25,6 +25,7 @@ from typing import Any
 from aka_core.evaluation import protocol
 from aka_core.evaluation.evaluate import die_with_parent
 from aka_core.processes import children, descendants, signal_pids, signal_tree
+from aka_core.tails import tail
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -238,14 +239,3 @@ def kill_orphans(keep: set[int]) -> None:
             pass
     time.sleep(0.01)
     reap()
-
-
-def tail(path: Path, limit: int = 3000) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - limit))
-            return handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
