@@ -52,6 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("give a run config (aka run CONFIG) or a run to resume (--resume RUN_DIR)")
     from aka_core.run import read_run_file
 
+    _CURRENT_RUN[0] = str(run_dir)
     meta = read_run_file(run_dir)
     log_dir = run_dir / meta["config"].get("log_directory", "logs")
     configure_logging(json_output=args.json_logs, level=args.log_level,
@@ -85,8 +86,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     from aka_core.reports import format_table
 
     rows = [[p["kind"], p["name"], p["distribution"], p["version"] or "-",
-             "builtin" if p["builtin"] else ""] for p in data["plugins"]]
-    print("\n".join(format_table(["kind", "name", "distribution", "version", ""], rows)))
+             "builtin" if p["builtin"] else "entry point"] for p in data["plugins"]]
+    print("\n".join(format_table(["kind", "name", "distribution", "version", "from"], rows)))
     for err in data["load_errors"]:
         print(f"\nfailed to load plugin {err['plugin']!r} from {err['distribution']} "
               f"{err['version']}: {err['error']}")
@@ -132,10 +133,15 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"target": target, "tasks": rows})
     else:
-        body = [[r["task"], r["family"], r["backend"], str(r["cases"]), str(r["held_out"]),
-                 "yes" if r["runs"] else f"skip: {r['skip_reason']}"] for r in rows]
-        headers = ["task", "family", "backend", "cases", "held-out", f"runs on {target or '?'}"]
+        body = [[r["task"], r["family"], r["backend"], str(r["cases"]), str(r["held_out"])]
+                + ([("yes" if r["runs"] else f"skip: {r['skip_reason']}")] if target else [])
+                for r in rows]
+        headers = ["task", "family", "backend", "cases", "held-out"] + (
+            [f"runs on {target}"] if target else [])
         print("\n".join(format_table(headers, body)))
+        if not target:
+            print("(which of them run on a GPU: --target H200, or --config CONFIG)",
+                  file=sys.stderr)
     return EXIT_OK
 
 
@@ -279,12 +285,17 @@ def attrs_asdict(obj: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------- parser
 
 
+DEVICE_HELP = "where candidates run: auto (the GPU if there is one), cuda or cpu"
+JSON_HELP = "print the result as JSON on stdout"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aka", description="AgentKernelArena: evaluate "
                                      "GPU-kernel agents against preserved baselines.")
     parser.add_argument("--version", action="version", version=f"aka {__version__}")
     parser.add_argument("--log-level", default="info",
-                        choices=["debug", "info", "warning", "error"])
+                        choices=["debug", "info", "warning", "error"],
+                        help="least severe log lines shown on stderr (default: info)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run a config (or resume a run); prints the run directory")
@@ -298,8 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("run-task", help="run one task of an existing run (used by executors)")
-    p.add_argument("run_dir")
-    p.add_argument("task_id")
+    p.add_argument("run_dir", help="the run directory `aka run` created")
+    p.add_argument("task_id", help="a task of that run, e.g. triton2triton/gelu")
     p.add_argument("--phase", choices=["all", "agent", "evaluate"], default="all",
                    help="agent: steps 1-3 (prints agent_done, or the status if the task ended); "
                         "evaluate: steps 4-7 after it, e.g. in a container without network")
@@ -309,13 +320,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", help="run config files, task folders or folders of tasks")
     p.add_argument("--run", action="store_true",
                    help="also run each task's reference and baseline through the evaluator")
-    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help=DEVICE_HELP)
     p.add_argument("--report-dir", help="write validation_report.yaml files here")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("plugins", help="list installed plugins and load errors")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_plugins)
 
     p = sub.add_parser("tasks", help="list the tasks selectors match, and why a task would skip")
@@ -323,13 +334,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="take tasks, tasks folder and target from a run config")
     p.add_argument("--tasks-dir", help="the tasks folder (default ./tasks)")
     p.add_argument("--target", help="target GPU model, e.g. H200, MI300X, cpu")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_tasks)
 
     p = sub.add_parser("eval", help="evaluate one candidate against a task (the RL entry point)")
     p.add_argument("task", help="task folder, e.g. tasks/triton2triton/gelu")
     p.add_argument("--candidate", required=True, help="folder holding the candidate's files")
-    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help=DEVICE_HELP)
     p.add_argument("--no-held-out", action="store_true", help="skip the held-out cases")
     p.add_argument("--held-out-seed", type=int, default=None, metavar="N",
                    help="draw the held-out shapes from N (the same for every candidate); "
@@ -342,34 +353,43 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("selfcheck", help="check a workspace's candidate (advisory; for agents)")
     p.add_argument("workspace", nargs="?", default=".", help="the task workspace (default: here)")
-    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help=DEVICE_HELP)
     p.add_argument("--no-timing", action="store_true", help="build and correctness only")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_selfcheck)
 
     p = sub.add_parser("check-agents", help="is each config's agent CLI installed and logged in?")
     p.add_argument("configs", nargs="+", metavar="CONFIG", help="run config files")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_check_agents)
 
     p = sub.add_parser("smoke", help="check this host's (or a container's) runtime for a target")
     p.add_argument("--target", help="target GPU model, e.g. H200, MI300X, cpu")
     p.add_argument("--executor", help="also check inside this executor's runtime (docker)")
     p.add_argument("--image", help="the image to check (docker executor)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_smoke)
 
     p = sub.add_parser("report", help="regenerate and print a run's reports")
-    p.add_argument("run_dir")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("run_dir", help="the run directory `aka run` printed")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="compare two runs task by task")
     p.add_argument("run_a", help="run directory (comma-separated for repeated runs)")
     p.add_argument("run_b", help="run directory (comma-separated for repeated runs)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_compare)
     return parser
+
+
+_CURRENT_RUN: list[str | None] = [None]
+"""The run directory of this ``aka run``, once created: what an interrupted run resumes."""
+
+
+def _resume_hint() -> str:
+    run_dir = _CURRENT_RUN[0]
+    return f"; resume with `aka run --resume {run_dir}`" if run_dir else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -387,11 +407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"aka: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("aka: interrupted; resume with `aka run --resume RUN_DIR`", file=sys.stderr)
+        print(f"aka: interrupted{_resume_hint()}", file=sys.stderr)
         return 130
     except Interrupted as exc:
-        print(f"aka: {exc}; what it had started (an agent CLI, a judge) was stopped; resume "
-              "with `aka run --resume RUN_DIR`", file=sys.stderr)
+        print(f"aka: {exc}; what it had started (an agent CLI, a judge) was stopped"
+              f"{_resume_hint()}", file=sys.stderr)
         return EXIT_SIGTERM
     except BrokenPipeError:
         return EXIT_FAILURE

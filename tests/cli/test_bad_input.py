@@ -290,3 +290,40 @@ def test_a_bad_command_line_is_answered(
     except SystemExit as exc:  # argparse's own usage errors
         code, text = int(exc.code or 0), "".join(capsys.readouterr())
     assert_clear(code, text, fragment)
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    import argparse
+
+    from aka_core.cli import build_parser
+
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, where: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{where} {name}")
+            elif action.help is None and not isinstance(action, argparse._HelpAction):
+                missing.append(f"{where} {action.dest}")
+
+    walk(build_parser(), "aka")
+    assert not missing
+
+
+def test_an_interrupted_run_names_the_folder_to_resume(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    from aka_core import cli, run
+
+    (tmp_path / "run").mkdir()
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "read_run_file", lambda run_dir: {"config": {}, "task_ids": []})
+    monkeypatch.setattr(run, "execute_run", interrupted)
+    monkeypatch.setattr(cli, "_CURRENT_RUN", [None])
+    code, text = run_aka(capsys, "run", "--resume", tmp_path / "run")
+    assert code == 130
+    assert f"resume with `aka run --resume {(tmp_path / 'run').resolve()}`" in text

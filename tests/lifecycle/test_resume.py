@@ -175,7 +175,7 @@ def test_ctrl_c_stops_the_run_and_its_worker_and_resume_finishes_it(
     run_dir, code, started, log = interrupt_mid_task(config, tmp_path, signal.SIGINT)
     try:
         assert code == 130, log.read_text()[-3000:]
-        assert "resume with `aka run --resume RUN_DIR`" in log.read_text()
+        assert f"resume with `aka run --resume {run_dir.resolve()}`" in log.read_text()
         workers = [p for p in started if alive(p)]
         assert not workers, "Ctrl-C left the evaluation worker running"
     finally:
