@@ -45,6 +45,8 @@ class Check:
     detail: str
     where: str = "local"
     """The runtime checked: ``local``, or the executor's name (``docker``)."""
+    limited: bool = False
+    """Fine for the target, but something is missing here (shown as ``note``, not ``ok``)."""
 
 
 # --------------------------------------------------------------------------- facts
@@ -136,8 +138,8 @@ def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
     target = gpus.gpu_model(target_gpu_model) if target_gpu_model else None
     checks: list[Check] = []
 
-    def add(name: str, ok: bool, detail: str) -> None:
-        checks.append(Check(name=name, ok=ok, detail=detail, where=where))
+    def add(name: str, ok: bool, detail: str, limited: bool = False) -> None:
+        checks.append(Check(name=name, ok=ok, detail=detail, where=where, limited=limited))
 
     py = str(facts.get("python") or "?")
     py_ok = tuple(int(x) for x in py.split(".")[:2] if x.isdigit()) >= MIN_PYTHON
@@ -216,7 +218,8 @@ def _confinement_checks(facts: Mapping[str, Any], add: Any) -> None:
     if "bwrap" in facts:
         bwrap = facts.get("bwrap")
         add("agent confinement", True, f"CLI agents run in bubblewrap ({bwrap})" if bwrap else
-            "bubblewrap is not installed: CLI agents run unconfined (apt-get install bubblewrap)")
+            "bubblewrap is not installed: CLI agents run unconfined (apt-get install bubblewrap)",
+            limited=not bwrap)
 
 
 def _backend_checks(facts: Mapping[str, Any], target: Any, add: Any) -> None:
@@ -230,7 +233,7 @@ def _backend_checks(facts: Mapping[str, Any], target: Any, add: Any) -> None:
                    else "cannot build here")
         ok = bool(run) if needed else True
         hint = "" if ok else f" (tasks of this backend on {target.name} need it to run)"
-        add(f"backend:{name}", ok, f"{verdict}: {ready.get('detail')}{hint}")
+        add(f"backend:{name}", ok, f"{verdict}: {ready.get('detail')}{hint}", limited=not build)
 
 
 # --------------------------------------------------------------------------- smoke
@@ -274,11 +277,11 @@ def _option_problems(schema: Mapping[str, Any] | None, options: dict[str, Any]) 
 
 
 def render(checks: list[Check]) -> str:
-    """One line per check: ``ok``/``FAIL``, where, name, detail."""
+    """One line per check: ``ok``/``note``/``FAIL``, where, name, detail."""
     width = max((len(c.where) for c in checks), default=5)
     names = max((len(c.name) for c in checks), default=9)
-    lines = [f"{'ok  ' if c.ok else 'FAIL'}  {c.where:<{width}}  {c.name:<{names}}  {c.detail}"
-             for c in checks]
+    lines = [f"{('note' if c.limited else 'ok  ') if c.ok else 'FAIL'}  {c.where:<{width}}  "
+             f"{c.name:<{names}}  {c.detail}" for c in checks]
     failed = sum(not c.ok for c in checks)
     lines.append("ready" if not failed else f"{failed} check(s) failed")
     return "\n".join(lines)

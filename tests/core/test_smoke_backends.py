@@ -46,6 +46,10 @@ def test_on_a_cpu_target_backends_are_reported_never_failed() -> None:
     checks = by_name(runtime_checks(cpu, "cpu"))
     assert checks["backend:cuda"].ok and checks["backend:hip"].ok
     assert "cannot build here" in checks["backend:cuda"].detail
+    # Not a failure, but not "ok" either: the line says "note".
+    lines = render(list(checks.values())).splitlines()
+    assert any(line.startswith("note") and "backend:cuda" in line for line in lines)
+    assert any(line.startswith("ok") and "backend:hip" in line for line in lines)
 
 
 def test_the_real_host_reports_every_installed_backend() -> None:
