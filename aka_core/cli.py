@@ -185,7 +185,12 @@ def _eval_summary(data: dict[str, Any]) -> str:
                          f"  [{case.get('method')}, {case.get('pairs')} pairs]")
     else:
         lines.append(f"speedup:           not measured ({perf.get('reason_not_measured', '-')})")
-    lines.append(f"score:             {data.get('score')}  ({(data.get('scorer') or {}).get('reason', '')})")
+    reason = (data.get("scorer") or {}).get("reason") or {
+        "compile_only": "not scored: compile-only, nothing ran",
+        "infra_error": "not scored: the evaluator failed; retry",
+        "error": "not scored: the task itself failed",
+    }.get(str(data.get("status")), f"not scored (status {data.get('status')})")
+    lines.append(f"score:             {data.get('score')}  ({reason})")
     phases = ev.get("phases_wall") or {}
     lines.append("seconds:           " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
     return "\n".join(lines)
