@@ -237,7 +237,7 @@ class Judge:
         deadline = time.monotonic() + STARTUP_SECONDS
         confined = True
         for side, runner in self.runners.items():
-            reply = self._read(runner, deadline, "start-up")
+            reply = self._read(runner, deadline, "start-up", phase="startup")
             if reply.get("event") == "sandbox_failed":
                 raise JudgeFailure(INFRA, f"the {side} runner could not be confined: "
                                    f"{reply.get('message')} (set evaluation.confinement: "
@@ -260,12 +260,13 @@ class Judge:
                 raise JudgeFailure("protocol" if side == "candidate" else INFRA,
                                    f"the {side} runner sent {str(reply)[:200]} while loading")
 
-    def _read(self, runner: RunnerProcess, deadline: float, what: str) -> dict[str, Any]:
+    def _read(self, runner: RunnerProcess, deadline: float, what: str,
+              phase: str = "compile") -> dict[str, Any]:
         try:
             return runner.read(max(1.0, deadline - time.monotonic()), what)
         except SideFailure as exc:
             raise self.side_failure(runner.side, self._timed_out(runner.side, exc),
-                                    "compile") from None
+                                    phase) from None
 
     def _build_failed(self, side: str, reply: Mapping[str, Any]) -> None:
         message = str(reply.get("message", ""))[:6000]
@@ -278,6 +279,9 @@ class Judge:
     def side_failure(self, side: str, exc: SideFailure, phase: str) -> JudgeFailure:
         """A runner's failure as the evaluation's: the candidate's fault, or the task's/host's."""
         details = dict(exc.details)
+        if phase == "startup":  # no code of the side has run yet: aka's or the host's fault
+            return JudgeFailure(INFRA, f"the {side} runner failed before loading any of the "
+                                f"side's code ({exc}); retry", phase_of_failure=phase, **details)
         if side == "candidate":
             kind = {"raised": "correctness" if phase == "correctness" else
                     "compile_ok_runtime_error" if phase == "compile" else "timing_check",

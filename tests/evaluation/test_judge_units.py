@@ -317,3 +317,19 @@ def test_a_held_out_seed_gives_every_candidate_the_same_shapes_and_stays_out_of_
     assert shapes(secret_seed=1, held_out_seed=7) == shapes(secret_seed=2, held_out_seed=7)
     assert shapes(secret_seed=1, held_out_seed=7) != shapes(secret_seed=1, held_out_seed=8)
     assert shapes(secret_seed=1) != shapes(secret_seed=2), "without a seed: the secret draws"
+
+
+def test_a_runner_lost_before_loading_its_code_is_the_evaluators_fault() -> None:
+    from aka_core.evaluation.judge import INFRA, Judge
+    from aka_core.evaluation.request import EvaluationRequest, SideRef
+    from aka_core.evaluation.sides import SideFailure
+    from aka_core.models import Case
+
+    side = SideRef(root="/nonexistent", ref="k.py:f")
+    judge = Judge(EvaluationRequest(task_id="t", backend="triton", reference=side, inputs=side,
+                                    baseline=side, candidate=side,
+                                    cases=(Case(name="a", params={}),), tolerance={},
+                                    device="cpu"), channel=None)  # type: ignore[arg-type]
+    killed = SideFailure("crashed", "the candidate runner exited (killed by SIGKILL)")
+    assert judge.side_failure("candidate", killed, "startup").kind == INFRA
+    assert judge.side_failure("candidate", killed, "compile").kind == "crashed"
