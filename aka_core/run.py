@@ -188,6 +188,7 @@ def _execute_serially(run_dir: Path, meta: dict[str, Any], config: RunConfig, pe
     if not spec.runs_elsewhere:  # remote executors leave that to run-task, on the node
         for task_id in pending:
             set_aside_interrupted(run_dir, task_id)
+        pending = [t for t in pending if not _abandon_if_deadly(run_dir, t, host)]
     executor = spec.factory(dict(config.executor.options))
 
     def run_one(task_id: str) -> None:
@@ -253,6 +254,37 @@ def _read(run_dir: Path, task_id: str) -> TaskResult | None:
 
 def completed_task_ids(run_dir: Path, task_ids: list[str]) -> set[str]:
     return {t for t in task_ids if _read(run_dir, t) is not None}
+
+
+def deaths_of(run_dir: Path, task_id: str) -> int:
+    """Attempts of ``task_id`` that ended without a result and without aka recording an
+    interrupt (``interrupted.json``): the process running them died (killed from outside, or by
+    what the task ran)."""
+    from aka_core.lifecycle import INTERRUPTED_FILE
+
+    attempts = (run_dir / ".interrupted").glob(f"*/{task_id}")
+    return sum(1 for a in attempts if a.is_dir() and not (a / INTERRUPTED_FILE).exists())
+
+
+def _abandon_if_deadly(run_dir: Path, task_id: str, host: PluginHost) -> bool:
+    """A task whose attempts killed the process running them ``parallel.MAX_TASK_ATTEMPTS``
+    times is recorded as an error instead of being run (and killing the resume) again."""
+    from aka_core.lifecycle import now_iso
+    from aka_core.results import write_task_result
+
+    deaths = deaths_of(run_dir, task_id)
+    if deaths < parallel.MAX_TASK_ATTEMPTS:
+        return False
+    result = TaskResult(task_id=task_id, status="error", started_at=now_iso(),
+                        finished_at=now_iso(),
+                        error=f"the process running this task died during each of its last "
+                              f"{deaths} attempts; it was not run again (the attempts are kept "
+                              "under .interrupted/)")
+    write_task_result(run_dir, result)
+    log.error("task abandoned after repeated deaths of the process running it", task=task_id,
+              attempts=deaths)
+    host.notify("aka_after_task", run_dir=run_dir, result=result)
+    return True
 
 
 def set_aside_interrupted(run_dir: Path, task_id: str) -> None:

@@ -183,3 +183,29 @@ def test_ctrl_c_stops_the_run_and_its_worker_and_resume_finishes_it(
     before = snapshot_results(run_dir)
     assert sorted(before) == ["demo/a_fast"]
     assert_resumed(run_dir, before, tmp_path)
+
+
+def test_a_task_that_killed_its_process_three_times_is_recorded_and_not_run_again(
+    config: Path, tmp_path: Path
+) -> None:
+    """Deaths without an interrupt record (the process was killed, by the host or by what the
+    task ran) count; a task that caused MAX_TASK_ATTEMPTS of them would kill every resume."""
+    from aka_core import parallel
+    from aka_core.host import PluginHost
+    from aka_core.lifecycle import INTERRUPTED_FILE
+    from aka_core.run import create_run, execute_run
+
+    host = PluginHost()
+    run_dir = create_run(config, host, output_root=tmp_path / "out")
+    for attempt in range(parallel.MAX_TASK_ATTEMPTS):
+        (run_dir / ".interrupted" / f"2026010{attempt}" / "demo/b_slow").mkdir(parents=True)
+    stopped = run_dir / ".interrupted" / "20260109" / "demo/a_fast"
+    stopped.mkdir(parents=True)
+    (stopped / INTERRUPTED_FILE).write_text("{}")  # Ctrl-C: aka recorded it; not a death
+    results = {r.task_id: r for r in execute_run(run_dir, host, show_progress=False)}
+    assert results["demo/b_slow"].status == "error"
+    assert f"died during each of its last {parallel.MAX_TASK_ATTEMPTS} attempts" in (
+        results["demo/b_slow"].error or "")
+    assert not (run_dir / "demo" / "b_slow" / "workspace").exists(), "it ran again"
+    assert results["demo/a_fast"].status == "completed"
+    assert results["demo/c_fast"].status == "completed"
