@@ -57,14 +57,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     log_dir = run_dir / meta["config"].get("log_directory", "logs")
     configure_logging(json_output=args.json_logs, level=args.log_level,
                       log_file=log_dir / "aka.jsonl", force=True)
-    print(f"run directory: {run_dir}", file=sys.stderr)
+    from aka_core.logging_setup import stderr_is_json
+
+    say = structlog.get_logger("aka.run").info if stderr_is_json() else None
+    if say:  # one format per stream: JSON log lines on stderr, the run directory on stdout
+        say("run directory", run_dir=str(run_dir))
+    else:
+        print(f"run directory: {run_dir}", file=sys.stderr)
     results = execute_run(run_dir, host, show_progress=not args.no_progress)
     done = {r.task_id for r in results}
     missing = [t for t in meta["task_ids"] if t not in done]
-    print(render_text(summary_rows(results, missing)), file=sys.stderr)
+    rows = summary_rows(results, missing)
+    if say:
+        say("run summary", tasks=rows, missing=missing)
+    else:
+        print(render_text(rows), file=sys.stderr)
     if missing:
-        print(f"{len(missing)} task(s) have no result; finish them with "
-              f"`aka run --resume {run_dir}`", file=sys.stderr)
+        text = f"{len(missing)} task(s) have no result; finish them with `aka run --resume {run_dir}`"
+        if say:
+            say(text)
+        else:
+            print(text, file=sys.stderr)
     print(run_dir)
     return EXIT_OK
 

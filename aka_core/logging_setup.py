@@ -32,6 +32,7 @@ LEVELS: dict[str, int] = {
 
 _lock = threading.Lock()
 _configured = False
+_json_stderr = False
 _file_sink: _JsonFileSink | None = None
 
 
@@ -100,6 +101,11 @@ def _stderr_is_terminal() -> bool:
         return False
 
 
+def stderr_is_json() -> bool:
+    """Whether stderr carries JSON log lines (then nothing else may be printed there)."""
+    return _json_stderr
+
+
 def configure_logging(*, json_output: bool | None = None, level: str = "info",
                       log_file: Path | None = None, force: bool = False) -> None:
     """Configure structlog for the process. Later calls do nothing unless ``force`` is true.
@@ -107,7 +113,7 @@ def configure_logging(*, json_output: bool | None = None, level: str = "info",
     ``json_output``: ``None`` picks readable output on a terminal and JSON lines otherwise.
     ``level``: one of ``LEVELS``. ``log_file``: also append every event there as JSON.
     """
-    global _configured, _file_sink
+    global _configured, _file_sink, _json_stderr
     level_no = LEVELS.get(level.lower())
     if level_no is None:
         raise ConfigError(f"unknown log level {level!r}: choose one of {', '.join(LEVELS)}")
@@ -118,6 +124,7 @@ def configure_logging(*, json_output: bool | None = None, level: str = "info",
             _file_sink.close()
             _file_sink = None
         use_json = (not _stderr_is_terminal()) if json_output is None else json_output
+        _json_stderr = use_json
         processors: list[Processor] = [
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,

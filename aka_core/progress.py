@@ -44,7 +44,9 @@ class RunProgress:
                  console: Console | None = None):
         self.total = task_ids if isinstance(task_ids, int) else len(task_ids)
         if enabled is None:
-            enabled = self.total > 1 and _stderr_is_terminal()
+            from aka_core.logging_setup import stderr_is_json
+
+            enabled = self.total > 1 and _stderr_is_terminal() and not stderr_is_json()
         self.enabled = enabled
         self._console = console
         self._progress: Progress | None = None

@@ -160,7 +160,8 @@ def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) 
         log.info("resuming", completed=len(done), pending=len(pending))
     host.notify("aka_before_run", run_dir=run_dir, config=config, task_ids=pending)
     try:
-        with RunProgress(task_ids, enabled=show_progress) as progress:
+        # The bar only on a terminal, never between JSON log lines.
+        with RunProgress(task_ids, enabled=None if show_progress else False) as progress:
             for task_id in done:
                 progress.finish_task(task_id, "kept", None)
             if meta.get("parallel"):

@@ -327,3 +327,25 @@ def test_an_interrupted_run_names_the_folder_to_resume(
     code, text = run_aka(capsys, "run", "--resume", tmp_path / "run")
     assert code == 130
     assert f"resume with `aka run --resume {(tmp_path / 'run').resolve()}`" in text
+
+
+def test_aka_run_keeps_one_format_per_stream_when_logging_json(tmp_path: Path) -> None:
+    """Not on a terminal, stderr carries JSON log lines only (the summary is one of them) and
+    stdout the run directory only."""
+    import json
+    import subprocess
+    import sys
+
+    write_task(tmp_path / "tasks")
+    config = tmp_path / "run.yaml"
+    config.write_text(dump_yaml({**CONFIG, "tasks": ["demo"],
+                                 "evaluation": {"seeds_per_case": 1}}), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "aka_core.cli", "run", str(config),
+                           "--output-root", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines() == [proc.stdout.strip()]
+    assert Path(proc.stdout.strip()).is_dir()
+    events = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
+    summary = [e for e in events if e["event"] == "run summary"]
+    assert summary and summary[0]["tasks"][0]["task_id"] == "demo/scale_add"
