@@ -231,14 +231,17 @@ def outcome(record: dict[str, Any]) -> dict[str, Any]:
     compiled: bool | None = True
     correct: bool | None = bool(record.get("correctness", {}).get("passed"))
     stopped = kind in ("timeout", "crashed", "protocol")
-    if kind == "compile" or (stopped and phase == "compile"):
+    # Built, then crashed or hung in its first call (the warm-up that ends the compile phase):
+    # a runtime failure, not a build failure.
+    first_call = bool(failure and failure.get("stage") == "first_call")
+    if kind == "compile" or (stopped and phase == "compile" and not first_call):
         compiled, correct = False, None
     elif kind in ("task_error", "infra_error") or (stopped and phase in ("startup", "gpu_wait")):
         compiled, correct = None, None  # the candidate was never judged
     elif kind == "policy" and not record.get("correctness"):
         correct = None  # rejected before it ran
     elif kind in ("compile_ok_runtime_error", "correctness", "precision") or (
-        stopped and phase == "correctness"
+        stopped and (phase == "correctness" or first_call)
     ):
         correct = False
     compile_only = bool(record.get("compile_only"))

@@ -419,7 +419,12 @@ class Judge:
         # The baseline first: a baseline that does not build is the task's fault, whatever the
         # candidate did.
         for side in self.runners:
-            reply = self._answer(side, "prepare", "compile")
+            try:
+                reply = self._answer(side, "prepare", "compile")
+            except JudgeFailure as exc:
+                if side == "candidate" and exc.kind in ("timeout", "crashed", "protocol"):
+                    exc.details["stage"] = "first_call"  # it built; its first call failed
+                raise
             if reply.get("facts"):
                 facts[side] = reply["facts"]
         self.result["compile"] = {"passed": True, "seconds": round(time.monotonic() - started, 4)}

@@ -158,6 +158,16 @@ def test_outcome_of_each_failure_kind(kind: str, compiled: object, correct: obje
     assert gates["infra_error"] == (kind == "infra_error")
 
 
+@pytest.mark.parametrize("kind", ["crashed", "timeout"])
+def test_a_crash_while_building_fails_the_build_and_in_the_first_call_the_run(kind: str) -> None:
+    building = {"failure": {"kind": kind, "phase": "compile"}}
+    first_call = {"failure": {"kind": kind, "phase": "compile", "stage": "first_call"}}
+    assert (evaluate.outcome(building)["pass_compilation"],
+            evaluate.outcome(building)["pass_correctness"]) == (False, None)
+    assert (evaluate.outcome(first_call)["pass_compilation"],
+            evaluate.outcome(first_call)["pass_correctness"]) == (True, False)
+
+
 def test_rounding_mismatch_separates_float32_from_float16_arithmetic() -> None:
     torch.manual_seed(0)
     x = (torch.randn(200_000) * 2).to(torch.bfloat16).float()
