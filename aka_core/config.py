@@ -65,6 +65,19 @@ def load_run_config(path: Path, host: PluginHost | None = None) -> RunConfig:
     return config
 
 
+def check_agent_factory(config: RunConfig, host: PluginHost, path: Path) -> None:
+    """Build the configured agent once, as each task will: options its schema cannot judge (a
+    replay ``source`` folder that does not exist) fail here, before a run starts, not in every
+    task. Raises ``ConfigError`` naming ``agent.options``."""
+    try:
+        host.agent(config.agent.template).factory(to_builtin(config.agent.options))
+    except Exception as exc:  # a plugin's own check: shown as a problem of the config
+        message = exc.problems[0].message if isinstance(exc, ConfigError) else str(exc)
+        raise ConfigError(Problem(
+            f"agent {config.agent.template!r} rejects its options: {message}", file=path,
+            line=line_of(load_yaml(path), ["agent", "options"]), field="agent.options")) from None
+
+
 def _check_plugins(config: RunConfig, host: PluginHost, path: Path, source: Any) -> list[Problem]:
     problems: list[Problem] = []
     for kind, name_path, options_path in _PLUGIN_SECTIONS:

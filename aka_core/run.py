@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from aka_core import __version__, gpus, parallel
-from aka_core.config import load_run_config, resolve_tasks_directory
+from aka_core.config import check_agent_factory, load_run_config, resolve_tasks_directory
 from aka_core.convert import structure, unstructure
 from aka_core.devices import probe
 from aka_core.errors import AkaError, ConfigError, Problem, UsageError
@@ -90,6 +90,7 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
                output_root: Path | None = None) -> Path:
     """Validate everything, then write ``run.yaml``; returns the new run directory."""
     config = load_run_config(config_path, host)
+    check_agent_factory(config, host, config_path)
     tasks_root = resolve_tasks_directory(config, config_path)
     source_doc = load_yaml(config_path)
     check_resources(config, config_path, source_doc)

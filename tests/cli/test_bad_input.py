@@ -97,6 +97,10 @@ CONFIG_CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("unknown budget mode", changed(("agent", "budget_mode"), "tokens"), "budget_mode"),
     ("options not a mapping", changed(("agent", "options"), [1, 2]), "agent.options"),
     ("noop takes no options", changed(("agent", "options"), {"speed": 2}), "speed"),
+    ("replay source missing", lambda doc: doc.update(agent={
+        "template": "replay", "timeout_seconds": 600, "options": {"source": "/no/such/folder"}}),
+     "agent.options: agent 'replay' rejects its options: source '/no/such/folder' is not a "
+     "folder"),
     ("retry negative", changed(("agent", "retry"), {"infra_error": -1}), "infra_error"),
     ("retry factor below 1", changed(("agent", "retry"), {"backoff_factor": 0.5}),
      "backoff_factor"),

@@ -38,6 +38,7 @@ class TestReplayMissingContract(AgentContract):
 
     @pytest.fixture
     def options(self, tmp_path: Path) -> dict[str, str]:
+        (tmp_path / "empty").mkdir(exist_ok=True)
         return {"source": str(tmp_path / "empty")}
 
 
@@ -66,7 +67,8 @@ def test_relative_source_is_relative_to_the_current_directory(
 
 def test_missing_folder_fails_with_a_clear_message(tmp_path: Path, make_invocation) -> None:
     invocation = make_invocation()
-    execution = make_agent({"source": str(tmp_path / "nowhere")}).run(invocation)
+    (tmp_path / "other_tasks").mkdir()
+    execution = make_agent({"source": str(tmp_path / "other_tasks")}).run(invocation)
     assert execution.status == "failed"
     assert "no solution folder for task demo/scale_add" in execution.message
 
@@ -74,11 +76,22 @@ def test_missing_folder_fails_with_a_clear_message(tmp_path: Path, make_invocati
 def test_missing_keep_completes_without_changes(tmp_path: Path, make_invocation) -> None:
     invocation = make_invocation()
     before = (invocation.workspace / "kernel.py").read_text()
-    agent = make_agent({"source": str(tmp_path / "nowhere"), "missing": "keep"})
+    (tmp_path / "other_tasks").mkdir()
+    agent = make_agent({"source": str(tmp_path / "other_tasks"), "missing": "keep"})
     execution = agent.run(invocation)
     assert execution.status == "completed"
     assert "left unchanged" in execution.message
     assert (invocation.workspace / "kernel.py").read_text() == before
+
+
+@pytest.mark.parametrize("missing", ["fail", "keep"])
+def test_a_source_that_is_not_a_folder_is_an_error_of_the_options(
+    tmp_path: Path, missing: str
+) -> None:
+    from aka_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"source .*nowhere.* is not a folder"):
+        make_agent({"source": str(tmp_path / "nowhere"), "missing": missing})
 
 
 def test_refuses_a_task_id_with_dotdot(tmp_path: Path, make_invocation) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import attrs
 
 from aka_core import hookimpl
+from aka_core.errors import ConfigError
 from aka_core.models import AgentExecution, AgentStatus
 from aka_core.records import AgentInvocation, AgentSpec
 
@@ -137,9 +138,13 @@ class ReplayAgent:
 
 
 def make_agent(options: dict[str, Any]) -> ReplayAgent:
-    """Build the agent from ``agent.options``; a relative ``source`` is resolved against the cwd."""
-    source = Path(options["source"]).expanduser()
-    return ReplayAgent(source=Path.cwd() / source, missing=options.get("missing", "fail"))
+    """Build the agent from ``agent.options``; a relative ``source`` is resolved against the cwd.
+    A ``source`` that is not a folder is an error of the options (``ConfigError``)."""
+    source = Path.cwd() / Path(options["source"]).expanduser()
+    if not source.is_dir():
+        raise ConfigError(f"source {options['source']!r} is not a folder (looked for {source}; "
+                          "a relative source is taken from the current directory)")
+    return ReplayAgent(source=source, missing=options.get("missing", "fail"))
 
 
 @hookimpl
