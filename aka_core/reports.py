@@ -332,7 +332,7 @@ def render_text(rows: Sequence[Mapping[str, Any]], title: str = "aka run report"
         _fmt_num(row["output_tokens"]),
         _fmt_num(row["cost_usd"], 4),
         _fmt_num(row["duration_seconds"], 1),
-        _shorten(row["reason"], 60),
+        "not timed: no GPU (below)" if _untimed_on_cpu(row) else _shorten(row["reason"], 60),
     ] for row in rows]
     agg = aggregate(rows)
     counts = ", ".join(f"{k} {v}" for k, v in agg["status_counts"].items())
@@ -364,7 +364,19 @@ def render_text(rows: Sequence[Mapping[str, Any]], title: str = "aka run report"
         f"agent time s:     {_fmt_total(agg['agent_duration_seconds'], 1)}",
         f"task time s:      {_fmt_total(agg['duration_seconds'], 1)}",
     ]
+    if any(_untimed_on_cpu(row) for row in rows):
+        lines += ["", NO_GPU_NOTE]
     return "\n".join(lines) + "\n"
+
+
+NO_GPU_NOTE = (
+    "No GPU: candidates were checked for correctness on the CPU (Triton through its interpreter),\n"
+    "never timed, so their scores are 0. Scores need a run on a GPU: the same config on a machine\n"
+    "with one (target_gpu_model names it), or an executor that reaches one (docker, slurm).")
+
+
+def _untimed_on_cpu(row: Mapping[str, Any]) -> bool:
+    return str(row.get("reason") or "").startswith("performance was not measured: no GPU")
 
 
 # --------------------------------------------------------------------------- entry point

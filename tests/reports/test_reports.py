@@ -177,3 +177,20 @@ def test_agent_statuses_are_counted_and_an_interrupted_task_says_why(
     assert rows["demo/c"]["reason"] == "aka was stopped by SIGTERM during the agent step"
     text = (run_dir / "reports" / "report.txt").read_text()
     assert "agents:           completed 1, rate_limited 1" in text
+
+
+def test_a_cpu_run_says_once_why_nothing_was_timed() -> None:
+    from aka_core.reports import NO_GPU_NOTE, render_text
+
+    row = {"task_id": "a/b", "status": "completed", "agent_status": "completed",
+           "pass_compilation": True, "pass_correctness": True, "candidate_accepted": True,
+           "speedup_ratio": None, "ci95_low": None, "ci95_high": None, "score": 0.0,
+           "input_tokens": None, "cached_input_tokens": None, "cache_write_tokens": None,
+           "output_tokens": None, "reasoning_tokens": None, "cost_usd": None,
+           "agent_duration_seconds": 1.0, "duration_seconds": 2.0, "timing_method": None,
+           "device": "cpu", "reason": "performance was not measured: no GPU (correctness ran "
+                                     "on the CPU through Triton's interpreter)"}
+    text = render_text([row, {**row, "task_id": "a/c"}])
+    assert text.count("not timed: no GPU (below)") == 2
+    assert text.count(NO_GPU_NOTE) == 1
+    assert NO_GPU_NOTE not in render_text([{**row, "reason": "all gates passed"}])
