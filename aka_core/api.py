@@ -84,6 +84,12 @@ def find_task(task: str | Path, tasks_root: Path | None = None) -> tuple[Path, s
 
 
 def resolve_device(device: str) -> str:
+    if device == "cuda":
+        quick = gpu_visible_quick()
+        if quick is False or (quick is None and not probe().get("gpu")):
+            raise UsageError("a GPU was asked for (device cuda) but this host has none PyTorch "
+                             "can see: use device cpu (correctness only) or auto")
+        return device
     if device != "auto":
         return device
     quick = gpu_visible_quick()

@@ -353,3 +353,15 @@ def test_aka_run_keeps_one_format_per_stream_when_logging_json(tmp_path: Path) -
     events = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
     summary = [e for e in events if e["event"] == "run summary"]
     assert summary and summary[0]["tasks"][0]["task_id"] == "demo/scale_add"
+
+
+def test_eval_on_a_gpu_this_host_lacks_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:
+    from aka_core.devices import probe
+
+    if probe().get("gpu"):
+        pytest.skip("this host has a GPU")
+    task = write_task(tmp_path / "tasks")
+    code, text = run_aka(capsys, "eval", task, "--candidate", task, "--device", "cuda")
+    assert_clear(code, text, "this host has none PyTorch can see")
