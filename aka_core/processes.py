@@ -10,10 +10,9 @@ import signal
 from pathlib import Path
 
 
-def children(pid: int) -> list[int] | None:
-    """The direct children of ``pid`` from its threads' ``children`` files (a few small reads,
-    where scanning /proc reads one file per process of the machine); None where the kernel does
-    not offer them (then ``descendants`` scans)."""
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid``: from its threads' ``children`` files (a few small reads),
+    or, where the kernel does not offer them, from a scan of /proc (one file per process)."""
     found: list[int] = []
     try:
         threads = os.listdir(f"/proc/{pid}/task")
@@ -24,11 +23,21 @@ def children(pid: int) -> list[int] | None:
             with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
                 found += [int(p) for p in handle.read().split()]
         except FileNotFoundError:
-            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
-                continue  # the thread ended
-            return None
+            if os.path.exists(f"/proc/{pid}/task/{tid}"):
+                return _scan_children(pid)  # no children files in this kernel
         except OSError:
             continue
+    return found
+
+
+def _scan_children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
     return found
 
 
@@ -36,26 +45,7 @@ def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (children, grandchildren ...), parents before children."""
     found, frontier = [], [pid]
     while frontier:
-        current = frontier.pop(0)
-        below = children(current)
-        if below is None:
-            return _scan(pid)
-        found += below
-        frontier += below
-    return found
-
-
-def _scan(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text()
-                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop(0)
-        below = [p for p, parent in parents.items() if parent == current]
+        below = children(frontier.pop(0))
         found += below
         frontier += below
     return found
@@ -70,18 +60,10 @@ def signal_tree(pid: int, sig: int) -> list[int]:
         current = frontier.pop(0)
         try:
             os.kill(current, sig)
-            done.append(current)
         except (ProcessLookupError, PermissionError):
             continue
-        below = children(current)
-        if below is None:
-            below = [p for p in _scan(current) if p not in done]
-            for p in below:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(p, sig)
-                    done.append(p)
-            continue
-        frontier += below
+        done.append(current)
+        frontier += children(current)
     return done
 
 

@@ -184,10 +184,8 @@ class RunnerProcess:
         its tree become the judge's children) except ``spare`` (the other runner's pid)."""
         if self.dead or self.stopped:
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGSTOP)
-        frozen = signal_tree(self.proc.pid, signal.SIGSTOP)
-        for child in children(os.getpid()) or []:
+        frozen = self._signal_tree(signal.SIGSTOP)
+        for child in children(os.getpid()):
             if child not in (self.proc.pid, spare):
                 frozen += signal_tree(child, signal.SIGSTOP)
         self.frozen = frozen
@@ -202,10 +200,11 @@ class RunnerProcess:
             self.frozen = []
             self.stopped = False
 
-    def _signal_tree(self, sig: int) -> None:
+    def _signal_tree(self, sig: int) -> list[int]:
+        """The runner's process group at once, then its tree top down; the pids signalled."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
-        signal_tree(self.proc.pid, sig)
+        return signal_tree(self.proc.pid, sig)
 
     def kill(self) -> None:
         """Kill the runner and everything it started; wait until it is gone (its GPU context

@@ -265,6 +265,7 @@ def test_a_process_tree_is_found_frozen_and_thawed_top_down() -> None:
     try:
         below = wait_for(lambda: processes.descendants(proc.pid), 30, "the grandchild")
         assert len(below) == 1
+        assert processes._scan_children(proc.pid) == below, "the fallback finds the same child"
         frozen = processes.signal_tree(proc.pid, signal.SIGSTOP)
         assert frozen == [proc.pid, *below]
 
