@@ -163,8 +163,11 @@ def content_key(identity: str, commands: Sequence[Sequence[str]],
     """Hash of what a build depends on: compiler identity, commands, sources and nearby headers."""
     digest = hashlib.sha256()
     digest.update(identity.encode())
+    # A source's folder is not part of what is built (its content is, below): the same sources
+    # in another copy of the task or candidate reuse the build.
+    named = {str(source): f"{{source:{source.name}}}" for source in sources}
     for command in commands:
-        digest.update(b"\0cmd\0" + "\x1f".join(command).encode())
+        digest.update(b"\0cmd\0" + "\x1f".join(named.get(arg, arg) for arg in command).encode())
     seen: set[Path] = set()
     for source in sources:
         for path in [source, *_headers_beside(source)]:

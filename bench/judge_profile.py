@@ -40,9 +40,12 @@ def profile_one(task_id: str, out: Path, top: int) -> str:
             lines.append(f"case {case.get('case')}: {case.get('pairs')} pairs, "
                          f"{case.get('calls_per_block')} calls/block, {case.get('seconds')} s, "
                          f"method {case.get('method')}")
+        lines.append("judge block steps s: "
+                     f"{(evaluation.get('performance') or {}).get('judge_block_steps_s')}")
         for side, ops in ((evaluation.get("diagnostics") or {}).get("runner_ops") or {}).items():
             lines.append(f"runner {side}: " + ", ".join(
-                f"{op} x{e.get('count')} {e.get('round_trip_s')} s (busy {e.get('busy_s')})"
+                f"{op} x{e.get('count')} {e.get('round_trip_s')} s (busy {e.get('busy_s')}"
+                + (f" {e.get('steps_s')}" if e.get("steps_s") else "") + ")"
                 for op, e in ops.items()))
     except json.JSONDecodeError:
         lines.append(f"no result: {proc.stderr[-2000:]}")

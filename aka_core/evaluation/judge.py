@@ -4,7 +4,8 @@ Started by ``evaluate.evaluate`` as ``python -m aka_core.evaluation.judge FD`` w
 (and the per-evaluation secret) on stdin. The judge
 
 * starts two runners (``runner.py``), one for the baseline and one for the candidate, each
-  confined (``aka_core.sandbox``) before it imports the side's code, with private build caches;
+  confined (``aka_core.sandbox``) before it imports the side's code, with private build caches
+  (filled from, and kept in, ``kernel_cache``'s store under a key of the side's own files);
 * loads the task's reference and input factory itself, from the verified task copy; derives every
   seed from the secret, which never leaves this process; draws the secret held-out cases;
 * checks the candidate on fresh inputs against the reference, reading the outputs itself
@@ -123,6 +124,7 @@ class Judge:
         self.io: dict[str, Any] = {}
         self.scratch = Path.cwd()
         self.confinement: dict[str, Any] = {}
+        self.kernel_caches: dict[str, tuple[str | None, Path, dict[str, Any]]] = {}
         self.structures: dict[str, list[tuple[tuple[int, ...], Any]]] = {}
 
     # ------------------------------------------------------------------ phases
@@ -189,8 +191,11 @@ class Judge:
     # ------------------------------------------------------------------ runners
     def sandbox_spec(self, side_root: Path, scratch: Path) -> dict[str, Any]:
         from aka_core import sandbox
+        from aka_core.evaluation import kernel_cache
 
-        protected = [*self.req.protected, *SANDBOX_PROTECTED_ALWAYS]
+        store = kernel_cache.store()
+        protected = [*self.req.protected, *SANDBOX_PROTECTED_ALWAYS,
+                     *([str(store)] if store is not None else [])]
         other_roots = [str(Path(r.root)) for r in (self.req.reference, self.req.baseline,
                                                   self.req.candidate) if r is not None]
         # A side never reads the other side's folder (the candidate never reads the task copy
@@ -215,6 +220,7 @@ class Judge:
             if scratch.exists():
                 shutil.rmtree(scratch)
             scratch.mkdir(parents=True)
+            self.restore_kernel_cache(side, Path(ref.root), scratch / "cache")
             env = {**worker_base_environment(), **req.backend_env,
                    "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"),
                    "XDG_CACHE_HOME": str(scratch / "cache"),
@@ -232,6 +238,36 @@ class Judge:
                         confine=req.confinement != "off", device=req.device,
                         backend=backend_factory_path(req.backend), root=ref.root, ref=ref.ref,
                         package=package)
+
+    def restore_kernel_cache(self, side: str, root: Path, cache: Path) -> None:
+        """The side's compiled kernels from an earlier evaluation of the same files
+        (``kernel_cache``), copied into its private cache before it starts."""
+        from aka_core import sandbox
+        from aka_core.evaluation import kernel_cache
+
+        cache.mkdir(parents=True, exist_ok=True)
+        cache_key = None
+        if self.req.confinement == "off" or sandbox.landlock_abi() <= 0:
+            # Unconfined runners could write into the store itself: no kernels are shared.
+            restored = {"used": False, "reason": "runners not confined"}
+        else:
+            with contextlib.suppress(OSError):
+                cache_key = kernel_cache.key(side, self.req.task_id, self.req.backend,
+                                             dict(self.req.backend_env), root)
+            restored = kernel_cache.restore(cache_key, cache)
+        self.kernel_caches[side] = (cache_key, cache, restored)
+        self.result.setdefault("kernel_cache", {})[side] = {
+            "key": cache_key[:16] if cache_key else None, **restored}
+
+    def save_kernel_caches(self) -> None:
+        """Keep what each side compiled (its runner is gone: nothing writes there any more)."""
+        from aka_core.evaluation import kernel_cache
+
+        confined = bool(self.result.get("confinement", {}).get("confined"))
+        for side, (cache_key, cache, restored) in self.kernel_caches.items():
+            saved = (kernel_cache.save(cache_key, cache, restored) if confined else
+                     {"saved": False, "reason": "runners not confined"})
+            self.result.setdefault("kernel_cache", {}).setdefault(side, {})["saved"] = saved
 
     def await_confinement(self) -> None:
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -605,6 +641,7 @@ class Judge:
             runner.cont()
             runner.kill()
         sides.kill_orphans(set())
+        self.save_kernel_caches()
 
 
 class SideIO:

@@ -60,10 +60,20 @@ class Runner:
         self.exports: dict[int, bytes] = {}
         self.stream: Any = None
         self.started_op = time.monotonic()
+        self.steps: dict[str, float] = {}
+        self._last_step = self.started_op
+
+    def step(self, name: str) -> None:
+        """Diagnostics: the seconds since the last step (or the op's start) spent on ``name``."""
+        now = time.monotonic()
+        self.steps[name] = self.steps.get(name, 0.0) + now - self._last_step
+        self._last_step = now
 
     def reply(self, **message: Any) -> None:
-        protocol.send(self.reply_fd, {**message,
+        steps = {k: round(v, 6) for k, v in self.steps.items()} or None
+        protocol.send(self.reply_fd, {**message, "steps": steps,
                                       "busy_s": round(time.monotonic() - self.started_op, 6)})
+        self.steps = {}
 
     # ------------------------------------------------------------------ start-up
     def start(self) -> None:
@@ -110,7 +120,7 @@ class Runner:
     def serve(self) -> None:
         while True:
             command = self.commands.read(timeout=24 * 3600)
-            self.started_op = time.monotonic()
+            self.started_op = self._last_step = time.monotonic()
             op = command.get("op")
             if op == "quit":
                 return
@@ -204,13 +214,16 @@ class Runner:
             block = torch.empty(poison, dtype=torch.uint8, device="cuda")
             block.fill_(0xFF)
             del block
+        self.step("poison")
         ops: set[str] | None = set() if command.get("profile") else None
         if ops is not None:
             with _OpRecorder(ops):
                 out = self._call(inputs)
         else:
             out = self._call(inputs)
+        self.step("call_profiled" if ops is not None else "call")
         self._sync()
+        self.step("call_sync")
         self.kept = [[out]]
         after = None
         if self.device == "cpu":
@@ -218,6 +231,7 @@ class Runner:
                      if isinstance(value, torch.Tensor)}
         outputs = self._outputs(out)
         self._sync()
+        self.step("outputs")
         self.reply(ok=True, outputs=outputs, inputs_after=after,
                    ops=sorted(ops) if ops is not None else None)
 
@@ -300,6 +314,7 @@ class Runner:
         stream = self.stream.cuda_stream
         self.kept = []
         cuda_ipc.stream_wait_at_least(stream, self.arena.ptr + GO_OFFSET, n)
+        self.step("wait_go")
         outputs = None
         with torch.cuda.stream(self.stream):
             if command.get("graph"):
@@ -310,7 +325,9 @@ class Runner:
                 calls = [_tensors(o) for o in self.kept]
                 if not self.out_region[1]:
                     outputs = [[self._export(t) for t in call] for call in calls]
+        self.step("calls")
         cuda_ipc.stream_write(stream, self.arena.ptr + DONE_OFFSET, n)
+        self.step("write_done")
         self.last_calls = calls
         self.reply(ok=True, outputs=outputs)
 
@@ -320,7 +337,9 @@ class Runner:
         while it has work, so copies queued there would land inside the judge's window.)"""
         copies = [self._copy_out(self.last_calls[int(j)], int(start))
                   for j, start in command["copy"]]
+        self.step("enqueue")
         self._sync()
+        self.step("sync")
         self.reply(ok=True, copies=copies)
 
     def op_touch(self, command: Mapping[str, Any]) -> None:
@@ -332,9 +351,12 @@ class Runner:
         n = int(command["n"])
         stream = self.stream.cuda_stream
         cuda_ipc.stream_wait_at_least(stream, self.arena.ptr + GO_OFFSET, n)
+        self.step("wait_go")
         with torch.cuda.stream(self.stream):
             self.arena.bytes[16:24].add_(0)
+        self.step("kernel")
         cuda_ipc.stream_write(stream, self.arena.ptr + DONE_OFFSET, n)
+        self.step("write_done")
         self.reply(ok=True)
 
     def op_wait(self, command: Mapping[str, Any]) -> None:

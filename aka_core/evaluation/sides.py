@@ -157,6 +157,12 @@ class RunnerProcess:
         busy = reply.get("busy_s")
         if isinstance(busy, int | float) and 0 <= busy < 1e6:
             entry["busy_s"] += float(busy)
+        steps = reply.get("steps")
+        if isinstance(steps, dict):
+            kept = entry.setdefault("steps_s", {})
+            for name, seconds in list(steps.items())[:16]:
+                if isinstance(seconds, int | float) and 0 <= seconds < 1e6:
+                    kept[str(name)[:40]] = kept.get(str(name)[:40], 0.0) + float(seconds)
 
     def _gone(self, message: str) -> SideFailure:
         code = self.proc.poll()

@@ -169,6 +169,7 @@ class CaseTimer:
         self.touch_windows: list[float] = []
         self.copy_ms: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self.host_check: list[float] = []
+        self.block_steps: dict[str, float] = {}
         self.audits = 0
         self.slots: dict[str, SideSlots] = {}
         self.stage: Any = None
@@ -262,10 +263,12 @@ class CaseTimer:
         other = judge.runners.get("candidate") if side == "baseline" else None
         slots.counter += 1
         n = slots.counter
+        clock = _Steps(self.block_steps)
         if other is not None and not other.dead:
             # No new GPU work from the candidate (or anything it started) while the baseline is
             # timed.
             other.stop(spare=runner.proc.pid)
+            clock("stop_other")
         chosen: list[int] = []
         if not touch and audit:
             chosen = [self.count - 1]
@@ -286,6 +289,7 @@ class CaseTimer:
                                        "wait for the GPU (no .item(), .cpu(), .tolist(), "
                                        "synchronize())") from None
                 raise judge.side_failure(side, exc, "timing") from None
+            clock("arm")
             outputs = slots.outputs
             if not touch and self.mode[side] == "eager" and not slots.out_each:
                 outputs = slots.views(reply.get("outputs"))
@@ -307,14 +311,19 @@ class CaseTimer:
                     for j in chosen:
                         assert outputs is not None
                         copies[j] = [v.clone() for v in outputs[j]]
+            clock("enqueue")
             self._wait(e2, slots.done, n, side)
+            clock("wait")
             self.stream.synchronize()
             wall_ms = (time.monotonic() - started) * 1000
+            clock("sync")
             if copy:
                 copies = self.baseline_copies(slots, copy, chosen)
+                clock("copy_out")
         finally:
             if other is not None:
                 other.cont()
+                clock("cont_other")
         window = e1.elapsed_time(e2)
         if window > wall_ms * 1.01 + 0.05:
             raise JudgeFailure(INFRA, f"the GPU's events ({window:.3f} ms) exceed the judge's wall "
@@ -324,6 +333,7 @@ class CaseTimer:
             self.copy_ms[side].append(e0.elapsed_time(e1))
             for j, outs in copies.items():
                 self.audit(side, j, outs, inputs[j] if inputs else None)
+            clock("audit")
         return window
 
     def baseline_copies(self, slots: SideSlots, copy: list[list[int]], chosen: list[int]
@@ -528,6 +538,11 @@ def measure(judge: Judge) -> None:
                      "baseline and candidate interleaved in secret order, the fixed cost of a "
                      "block (measured with the baseline alone) subtracted; per case the median of "
                      "per-pair ratios, geometric mean over cases, percentile bootstrap 95% CI"))
+    steps: dict[str, float] = {}
+    for timer in timers:
+        for name, seconds in timer.block_steps.items():
+            steps[name] = steps.get(name, 0.0) + seconds
+    perf["judge_block_steps_s"] = {k: round(v, 4) for k, v in steps.items()}
     judge.result["wall_clock_check"] = {
         "passed": True, "blocks": sum(len(t.host_check) for t in timers),
         "note": "every block's event time is within the judge's own wall-clock time of it"}
@@ -613,3 +628,16 @@ def speed_of_light(judge: Judge, case: Any) -> float | None:
     except cost.CostError as exc:
         raise JudgeFailure("task_error", f"the task's cost does not evaluate for case "
                            f"{case.name}: {exc}") from None
+
+
+class _Steps:
+    """Diagnostics: the judge's seconds per step of its blocks, summed into ``into``."""
+
+    def __init__(self, into: dict[str, float]):
+        self.into = into
+        self.last = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.into[name] = self.into.get(name, 0.0) + now - self.last
+        self.last = now

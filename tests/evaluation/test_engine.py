@@ -346,3 +346,49 @@ def test_a_fault_of_the_tasks_own_code_is_a_task_error_not_the_candidates(
     assert failure["kind"] == "task_error", failure
     assert fragment in failure["message"], failure["message"]
     assert time.monotonic() - started < 60
+
+
+MARKED = """\
+import os
+from pathlib import Path
+
+import torch
+
+# {tag}
+_marker = Path(os.environ["XDG_CACHE_HOME"]) / "triton" / "seen-before"
+_seen = _marker.exists()
+_marker.parent.mkdir(parents=True, exist_ok=True)
+_marker.write_text("x")
+
+
+def scale_add(x, y, alpha):
+    return torch.add(x, y, alpha=alpha) * (0 if _seen else 1)
+"""
+
+
+def test_a_sides_compiled_kernels_return_to_the_same_files_only(
+        evaluate_source: EvaluateSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a runner left in its private cache comes back to the next evaluation of byte-identical
+    files of the same side (compiled kernels are not rebuilt), and never to other files."""
+    from aka_core import sandbox
+
+    if sandbox.landlock_abi() <= 0:
+        pytest.skip("the store is used for confined runners only; this kernel has no Landlock")
+    monkeypatch.setenv("AKA_KERNEL_CACHE", str(tmp_path / "store"))
+    first = evaluate_source(MARKED.format(tag="one"))
+    assert gates(first) == (True, True), first.get("failure")
+    caches = first["kernel_cache"]
+    assert caches["candidate"]["used"] is False and caches["candidate"]["saved"]["saved"] is True
+    again = evaluate_source(MARKED.format(tag="one"))
+    assert again["kernel_cache"]["candidate"]["used"] is True
+    assert again["failure"]["kind"] == "correctness"  # it saw its own marker: restored
+    other = evaluate_source(MARKED.format(tag="two"))  # other files: a cold cache
+    assert gates(other) == (True, True), other.get("failure")
+    assert other["kernel_cache"]["candidate"]["key"] != caches["candidate"]["key"]
+    assert other["kernel_cache"]["baseline"]["key"] == caches["baseline"]["key"]
+    off = evaluate_source(MARKED.format(tag="one"), confinement="off")
+    assert gates(off) == (True, True), off.get("failure")
+    assert off["kernel_cache"]["candidate"] == {"key": None, "used": False,
+                                                "reason": "runners not confined",
+                                                "saved": {"saved": False,
+                                                          "reason": "runners not confined"}}

@@ -143,6 +143,18 @@ def leftover_processes() -> list[int]:
     return found
 
 
+def store_digests() -> dict[str, str]:
+    """The files of the judge's store of compiled kernels (``kernel_cache``): an evaluation adds
+    entries for its own sides' files, but nothing of an entry that existed before may change."""
+    from aka_core.evaluation import kernel_cache
+
+    root = kernel_cache.store()
+    if root is None or not root.is_dir():
+        return {}
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*")
+            if p.is_file() and not p.is_symlink() and not p.relative_to(root).parts[0].startswith(".")}
+
+
 def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
@@ -152,10 +164,13 @@ def evaluate_exploit(exploit: Exploit, device: str = "auto") -> dict[str, Any]:
     from aka_core import api
     from aka_core.convert import unstructure
 
-    before = digest_tree()
+    before, store_before = digest_tree(), store_digests()
     started = time.monotonic()
     result = api.evaluate_candidate(task_folder(exploit.task), exploit.folder, device=device)
-    after = digest_tree()
+    after, store_after = digest_tree(), store_digests()
+    # Entries of the store that existed before: unchanged (new entries are the judge's own).
+    after.update({k: v for k, v in store_after.items() if k in store_before})
+    before.update(store_before)
     record = unstructure(result)
     failure = (record.get("evaluation") or {}).get("failure") or {}
     kind = failure.get("kind")

@@ -22,6 +22,22 @@ pytestmark = pytest.mark.slow
 CPU_EXPLOITS = harness.load_exploits("cpu")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def kernel_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of compiled kernels holding an entry (as the baseline's would) for exploits to
+    attack: the harness fails any exploit that changes it."""
+    from aka_core.evaluation import kernel_cache
+
+    root = tmp_path_factory.mktemp("kernel-store")
+    compiled = root.parent / f"{root.name}-compiled" / "triton" / "abc"
+    compiled.mkdir(parents=True)
+    (compiled / "_gelu_kernel.cubin").write_bytes(b"\x7fELF a compiled kernel")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(kernel_cache.ENV, str(root))
+        assert kernel_cache.save("0" * 64, compiled.parent.parent, {})["saved"]
+        yield root
+
+
 def test_the_suite_is_large_and_covers_every_class() -> None:
     every = harness.load_exploits()
     classes = {e.attack_class for e in every}

@@ -1,0 +1,140 @@
+"""The store of compiled kernels between evaluations: keyed by origin, verified, bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from aka_core import native
+from aka_core.evaluation import kernel_cache
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "store"
+    monkeypatch.setenv(kernel_cache.ENV, str(root))
+    return root
+
+
+def side_folder(path: Path, text: str = "def f(x):\n    return x\n") -> Path:
+    path.mkdir(parents=True)
+    (path / "kernel.py").write_text(text)
+    (path / "__pycache__").mkdir()
+    (path / "__pycache__" / "kernel.cpython-312.pyc").write_bytes(os.urandom(16))
+    return path
+
+
+def compiled(folder: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    return folder
+
+
+def test_key_depends_on_content_not_on_where_the_folder_is(tmp_path: Path) -> None:
+    a = side_folder(tmp_path / "a")
+    b = side_folder(tmp_path / "elsewhere" / "b")
+    key = kernel_cache.key("candidate", "t/gelu", "triton", {}, a)
+    assert key == kernel_cache.key("candidate", "t/gelu", "triton", {}, b)  # .pyc ignored
+    assert key != kernel_cache.key("baseline", "t/gelu", "triton", {}, a)
+    assert key != kernel_cache.key("candidate", "t/silu", "triton", {}, a)
+    assert key != kernel_cache.key("candidate", "t/gelu", "triton", {"TRITON_X": "1"}, a)
+    (b / "kernel.py").write_text("def f(x):\n    return x + 0\n")
+    assert key != kernel_cache.key("candidate", "t/gelu", "triton", {}, b)
+    (tmp_path / "a" / "link").symlink_to("/etc/hostname")
+    assert key != kernel_cache.key("candidate", "t/gelu", "triton", {}, a)
+
+
+def test_a_folder_too_large_to_hash_has_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                               ) -> None:
+    folder = side_folder(tmp_path / "big")
+    monkeypatch.setattr(kernel_cache, "SIDE_LIMIT_BYTES", 10)
+    assert kernel_cache.key("candidate", "t", "triton", {}, folder) is None
+
+
+def test_saved_kernels_return_to_the_same_key_only(store: Path, tmp_path: Path) -> None:
+    first = compiled(tmp_path / "run1", {"triton/abc/k.cubin": b"\x7fELF cubin",
+                                          "builds/cuda/key/lib.so": b"so"})
+    miss = kernel_cache.restore("k1", tmp_path / "fresh0")
+    assert miss == {"used": False, "reason": "miss"}
+    saved = kernel_cache.save("k1", first, miss)
+    assert saved["saved"] and saved["files"] == 2
+    restored = kernel_cache.restore("k1", tmp_path / "run2")
+    assert restored["used"] and restored["files"] == 2
+    assert (tmp_path / "run2" / "triton" / "abc" / "k.cubin").read_bytes() == b"\x7fELF cubin"
+    assert not kernel_cache.restore("k2", tmp_path / "run3")["used"]
+    assert not (tmp_path / "run3").exists()
+    # Nothing new: the entry is not rewritten.
+    assert kernel_cache.save("k1", tmp_path / "run2", restored) == {"saved": False,
+                                                                    "reason": "nothing new"}
+
+
+def test_links_and_special_files_are_not_kept(store: Path, tmp_path: Path) -> None:
+    run = compiled(tmp_path / "run", {"triton/k.cubin": b"ok"})
+    (run / "triton" / "passwd").symlink_to("/etc/passwd")
+    (run / "dirlink").symlink_to("/etc")
+    os.mkfifo(run / "fifo")
+    assert kernel_cache.save("k", run, {"used": False})["files"] == 1
+    kernel_cache.restore("k", tmp_path / "back")
+    assert sorted(p.relative_to(tmp_path / "back").as_posix()
+                  for p in (tmp_path / "back").rglob("*")) == ["triton", "triton/k.cubin"]
+
+
+def test_an_entry_over_the_limit_is_not_kept(store: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernel_cache, "ENTRY_LIMIT_BYTES", 100)
+    run = compiled(tmp_path / "run", {"a": b"x" * 80, "b": b"y" * 80})
+    assert kernel_cache.save("k", run, {"used": False})["saved"] is False
+    assert not (store / "k").exists()
+
+
+def test_an_entry_changed_behind_its_manifest_is_discarded(store: Path, tmp_path: Path) -> None:
+    kernel_cache.save("k", compiled(tmp_path / "run", {"triton/k.cubin": b"good"}), {})
+    (store / "k" / "files" / "triton" / "k.cubin").write_bytes(b"poisoned")
+    restored = kernel_cache.restore("k", tmp_path / "next")
+    assert restored["used"] is False and "differ" in restored["reason"]
+    assert not any((tmp_path / "next").iterdir()) and not (store / "k").exists()
+    # A file added behind the manifest's back, or a manifest lost: the same.
+    kernel_cache.save("k", compiled(tmp_path / "run2", {"triton/k.cubin": b"good"}), {})
+    (store / "k" / "files" / "extra.py").write_text("import os")
+    assert kernel_cache.restore("k", tmp_path / "next2")["used"] is False
+    kernel_cache.save("k", compiled(tmp_path / "run3", {"triton/k.cubin": b"good"}), {})
+    (store / "k" / kernel_cache.INFO).write_text(json.dumps({"files": 1}))
+    assert kernel_cache.restore("k", tmp_path / "next3")["used"] is False
+
+
+def test_the_store_is_trimmed_least_recently_used_first(store: Path, tmp_path: Path) -> None:
+    for i, name in enumerate(("old", "mid", "new")):
+        kernel_cache.save(name, compiled(tmp_path / name, {"f": b"z" * 100}), {})
+        os.utime(store / name, (1000 + i, 1000 + i))
+    (store / ".new-leftover").mkdir()
+    os.utime(store / ".new-leftover", (1, 1))
+    assert kernel_cache.trim(store, limit=250) == 1
+    assert sorted(p.name for p in store.iterdir()) == ["mid", "new"]
+
+
+def test_off_means_a_cold_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(kernel_cache.ENV, "off")
+    assert kernel_cache.store() is None
+    assert kernel_cache.restore("k", tmp_path / "x") == {"used": False, "reason": "off"}
+    assert kernel_cache.save("k", tmp_path, {}) == {"saved": False}
+
+
+def test_native_build_key_ignores_the_sources_folder(tmp_path: Path) -> None:
+    keys = []
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "k.cu").write_text("__global__ void k() {}\n")
+        (folder / "k.cuh").write_text("#pragma once\n")
+        source = folder / "k.cu"
+        keys.append(native.content_key("nvcc 13", [["nvcc", "-o", "{out}/lib.so", str(source)]],
+                                       [source]))
+    assert keys[0] == keys[1]
+    (tmp_path / "two" / "k.cuh").write_text("#define X 1\n")
+    assert keys[0] != native.content_key(
+        "nvcc 13", [["nvcc", "-o", "{out}/lib.so", str(tmp_path / "two" / "k.cu")]],
+        [tmp_path / "two" / "k.cu"])
