@@ -170,6 +170,8 @@ class CaseTimer:
         self.copy_ms: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self.host_check: list[float] = []
         self.block_steps: dict[str, float] = {}
+        self.references: dict[int, list[Any]] = {}
+        self.drawn_call: int | None = None
         self.audits = 0
         self.slots: dict[str, SideSlots] = {}
         self.stage: Any = None
@@ -205,7 +207,10 @@ class CaseTimer:
         self.stage_views = []
 
     def fresh_inputs(self, pair: int) -> list[dict[str, Any]]:
-        """New inputs for every call of the block, written into the judge's private stage."""
+        """New inputs for every call of the block, written into the judge's private stage (the
+        same for both sides of a pair: their audits share the drawn call and its reference)."""
+        self.references = {}
+        self.drawn_call = self.rng.randrange(self.count - 1) if self.count > 1 else None
         sets = []
         for j in range(self.count):
             inputs = self.judge.inputs_for(self.case, derive_seed(self.judge.timing_root,
@@ -272,8 +277,8 @@ class CaseTimer:
         chosen: list[int] = []
         if not touch and audit:
             chosen = [self.count - 1]
-            if self.count > 1:
-                chosen.append(self.rng.randrange(self.count - 1))
+            if self.drawn_call is not None:
+                chosen.append(self.drawn_call)
         copy = slots.copy_request(chosen) if slots.out_each else None
         try:
             try:
@@ -379,7 +384,9 @@ class CaseTimer:
         the GPU when it passes; the detailed comparison only when it does not)."""
         assert inputs is not None
         self.audits += 1
-        ref = self.judge.reference_outputs(self.case, inputs)
+        ref = self.references.get(j)
+        if ref is None:
+            ref = self.references[j] = self.judge.reference_outputs(self.case, inputs)
         mismatch = checking.structure_differs(outs, self.expected)
         slot_inputs = self.slot_inputs(side, j)
         names = list(slot_inputs)
