@@ -46,7 +46,9 @@ def probe(task_id: str) -> None:
                                "aka_probe_side")
     print(f"## {task_id}: load {time.perf_counter() - started:.3f} s")
     make = PythonBackend().load_callable(task.root, task.inputs, "aka_probe_task")
-    cases = list(task.cases) + draw_held_out(task.held_out_draws, 1) if task.held_out_draws else list(task.cases)
+    cases = list(task.cases)
+    if task.held_out_draws:
+        cases += draw_held_out(task.held_out_draws, 1)
     for case in cases:
         inputs = make(dict(case.params), 1, "cuda")
         first = timed(fn, inputs)
