@@ -83,6 +83,16 @@ def find_task(task: str | Path, tasks_root: Path | None = None) -> tuple[Path, s
     return path, path.name
 
 
+def __getattr__(name: str) -> Any:
+    """The reward service's clients (``ServiceClient``, ``AsyncServiceClient``, ``ServiceError``,
+    ``files_of``), imported on first use: they need httpx (``aka-core[serve]``)."""
+    if name in ("ServiceClient", "AsyncServiceClient", "ServiceError", "files_of"):
+        from aka_core.service import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def resolve_device(device: str) -> str:
     if device == "cuda":
         quick = gpu_visible_quick()

@@ -209,6 +209,36 @@ def _eval_summary(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from aka_core.service.server import ServeOptions, serve
+
+    gpus: tuple[int, ...] = ()
+    if args.gpus:
+        try:
+            gpus = tuple(int(g) for g in args.gpus.split(",") if g.strip())
+        except ValueError:
+            raise UsageError(f"--gpus {args.gpus!r}: a comma-separated list of GPU indices, "
+                             "e.g. 0,1") from None
+    elif args.device != "cpu":
+        from aka_core.api import resolve_device
+
+        if resolve_device(args.device) == "cuda":
+            import torch
+
+            gpus = tuple(range(torch.cuda.device_count()))
+    for name in ("per_gpu", "workers", "max_queue", "max_attempts"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    options = ServeOptions(tasks_root=Path(args.tasks), state=Path(args.state), host=args.host,
+                           port=args.port, gpus=gpus, per_gpu=args.per_gpu,
+                           cpu_workers=args.workers, max_queue=args.max_queue,
+                           max_attempts=args.max_attempts)
+    asyncio.run(serve(options))
+    return EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from aka_core.reports import render_text, summary_document, summary_rows, write_reports
     from aka_core.results import load_run
@@ -368,6 +398,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.add_argument("--full", action="store_true", help="print the full result as YAML")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("serve", help="the reward service: evaluations over HTTP, queued durably")
+    p.add_argument("--tasks", default="tasks", help="the tasks folder requests name tasks in "
+                   "(default: ./tasks)")
+    p.add_argument("--state", default=".aka-serve", help="folder of the durable queue and the "
+                   "candidates waiting for a slot (default: ./.aka-serve)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free one, "
+                   "written to STATE/service.json)")
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help=DEVICE_HELP)
+    p.add_argument("--gpus", help="GPU indices to evaluate on, e.g. 0,1 (default: every GPU)")
+    p.add_argument("--per-gpu", type=int, default=2, help="evaluations in flight per GPU: one "
+                   "checks and times while the others start (default 2)")
+    p.add_argument("--workers", type=int, default=1, help="evaluations in flight without a GPU "
+                   "(default 1)")
+    p.add_argument("--max-queue", type=int, default=1024, help="queued requests beyond which "
+                   "new ones get 429 with Retry-After (default 1024)")
+    p.add_argument("--max-attempts", type=int, default=3, help="attempts of an evaluation the "
+                   "evaluator failed before it is reported as infra_error (default 3)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("selfcheck", help="check a workspace's candidate (advisory; for agents)")
     p.add_argument("workspace", nargs="?", default=".", help="the task workspace (default: here)")

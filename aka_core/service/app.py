@@ -1,0 +1,249 @@
+"""The reward service's HTTP interface (Starlette).
+
+    POST   /v1/evaluations           {task, files, [id], [deadline_s], [priority], [held_out_seed]}
+                                     201 accepted, 200 the same id and content again (idempotent),
+                                     400/404/409/413/422 a request that cannot be accepted (the
+                                     body names the field), 429 the queue is full, 503 the
+                                     service is stopping (both with Retry-After)
+    GET    /v1/evaluations/{id}      ?wait=S: until terminal or S seconds (at most 60);
+                                     ?record=0 leaves out the full evaluation record
+    DELETE /v1/evaluations/{id}      cancel (a running evaluation is killed)
+    GET    /v1/health, /v1/stats
+
+``files`` maps paths relative to the candidate's folder to their text (``files_base64`` to
+base64 bytes); only the task's editable files are evaluated.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from aka_core.service.scheduler import Scheduler
+from aka_core.service.store import Conflict
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+TASK_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
+MAX_FILES = 256
+MAX_BYTES = 16 * 2**20
+MAX_WAIT_SECONDS = 60.0
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, field: str, message: str):
+        super().__init__(message)
+        self.status, self.field, self.message = status, field, message
+
+
+class Service:
+    """What the routes share: the store, the scheduler, the tasks, the limits."""
+
+    def __init__(self, scheduler: Scheduler, tasks_root: Path, *, max_queue: int):
+        self.scheduler = scheduler
+        self.store = scheduler.store
+        self.tasks_root = tasks_root.resolve()
+        self.max_queue = max_queue
+        self._editable: dict[str, tuple[str, ...]] = {}
+        self.started = time.time()
+
+    def task(self, task_id: Any) -> tuple[Path, tuple[str, ...]]:
+        if not isinstance(task_id, str) or not TASK_PATTERN.match(task_id) or ".." in task_id:
+            raise BadRequest(400, "task", "task must be a task id such as triton2triton/gelu")
+        folder = self.tasks_root / task_id
+        if not (folder / "task.yaml").is_file():
+            raise BadRequest(404, "task", f"no task {task_id!r} under {self.tasks_root}")
+        if task_id not in self._editable:
+            from aka_core.errors import AkaError
+            from aka_core.host import PluginHost
+            from aka_core.operator_tasks import load_task
+
+            try:
+                self._editable[task_id] = tuple(load_task(folder, task_id, PluginHost()).editable)
+            except AkaError as exc:
+                raise BadRequest(422, "task", f"task {task_id} does not load: {exc}") from None
+        return folder, self._editable[task_id]
+
+    def retry_after(self) -> int:
+        durations = self.store.recent_durations()
+        per = (sum(durations) / len(durations)) if durations else 10.0
+        wait = self.store.queued() * per / max(1, len(self.scheduler.slots))
+        return int(min(120, max(1, math.ceil(wait / 4))))
+
+
+def parse_files(body: dict[str, Any]) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for field, decode in (("files", _text), ("files_base64", _b64)):
+        given = body.get(field)
+        if given is None:
+            continue
+        if not isinstance(given, dict):
+            raise BadRequest(422, field, f"{field} must map relative paths to contents")
+        for path, content in given.items():
+            files[_safe_path(field, path)] = decode(field, path, content)
+    if not files:
+        raise BadRequest(422, "files", "files (or files_base64) must hold the candidate's files")
+    if len(files) > MAX_FILES:
+        raise BadRequest(413, "files", f"at most {MAX_FILES} files")
+    if sum(len(v) for v in files.values()) > MAX_BYTES:
+        raise BadRequest(413, "files", f"at most {MAX_BYTES >> 20} MiB of files")
+    return files
+
+
+def _text(field: str, path: str, content: Any) -> bytes:
+    if not isinstance(content, str):
+        raise BadRequest(422, f"{field}.{path}", "a file's content must be a string")
+    return content.encode()
+
+
+def _b64(field: str, path: str, content: Any) -> bytes:
+    try:
+        return base64.b64decode(content, validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        raise BadRequest(422, f"{field}.{path}", "not valid base64") from None
+
+
+def _safe_path(field: str, path: Any) -> str:
+    if not isinstance(path, str) or not path or "\\" in path or "\0" in path:
+        raise BadRequest(422, field, f"bad file path {path!r}")
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or any(part in ("", ".", "..") for part in pure.parts):
+        raise BadRequest(422, field, f"file path {path!r} must be relative, without '..'")
+    return pure.as_posix()
+
+
+def digest(task: str, files: dict[str, bytes], held_out_seed: Any) -> str:
+    identity = {"task": task, "held_out_seed": held_out_seed,
+                "files": {k: hashlib.sha256(v).hexdigest() for k, v in sorted(files.items())}}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def create_app(service: Service) -> Any:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    def error(status: int, field: str | None, message: str, **headers: str) -> JSONResponse:
+        return JSONResponse({"error": message, "field": field}, status_code=status,
+                            headers=headers or None)
+
+    async def submit(request: Request) -> JSONResponse:
+        if service.scheduler.stopping:
+            return error(503, None, "the service is stopping", **{"Retry-After": "5"})
+        try:
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            return error(400, None, "the body must be a JSON object")
+        if not isinstance(body, dict):
+            return error(400, None, "the body must be a JSON object")
+        try:
+            return await _submit(body)
+        except BadRequest as exc:
+            return error(exc.status, exc.field, exc.message)
+
+    async def _submit(body: dict[str, Any]) -> JSONResponse:
+        request_id = body.get("id") or uuid.uuid4().hex
+        if not isinstance(request_id, str) or not ID_PATTERN.match(request_id):
+            raise BadRequest(400, "id", "id must be 1-128 characters of A-Z a-z 0-9 _ . : -")
+        task_id = body.get("task")
+        folder, editable = service.task(task_id)
+        files = parse_files(body)
+        if not set(files) & set(editable):
+            raise BadRequest(422, "files", f"none of the task's editable files "
+                             f"({', '.join(editable)}) is among the files")
+        deadline_s = body.get("deadline_s")
+        if deadline_s is not None and (not isinstance(deadline_s, int | float)
+                                       or isinstance(deadline_s, bool)
+                                       or not 0 < deadline_s <= 7 * 86400):
+            raise BadRequest(422, "deadline_s", "deadline_s must be seconds in (0, 604800]")
+        priority = body.get("priority", 0)
+        if not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > 1000:
+            raise BadRequest(422, "priority", "priority must be an integer in [-1000, 1000]")
+        seed = body.get("held_out_seed")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise BadRequest(422, "held_out_seed", "held_out_seed must be an integer")
+        key = digest(task_id, files, seed)
+        existing = service.store.get(request_id)
+        if existing is not None:
+            if existing.digest != key:
+                raise BadRequest(409, "id", f"id {request_id} was used for other content")
+            return JSONResponse(existing.public(), status_code=200)
+        if service.store.queued() >= service.max_queue:
+            return error(429, None, f"the queue is full ({service.max_queue} requests)",
+                         **{"Retry-After": str(service.retry_after())})
+        spool = service.scheduler.spool
+        staging = spool / f".in-{uuid.uuid4().hex}"
+        for path, content in files.items():
+            target = staging / "candidate" / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        try:
+            row, new = service.store.submit(
+                request_id, key, task_id, priority=priority,
+                deadline=time.time() + deadline_s if deadline_s else None,
+                options={"task_dir": str(folder), "held_out_seed": seed})
+        except Conflict:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise BadRequest(409, "id", f"id {request_id} was used for other content") from None
+        if new:
+            staging.rename(spool / request_id)
+            service.scheduler.submitted()
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
+        return JSONResponse(row.public(), status_code=201 if new else 200)
+
+    async def get(request: Request) -> JSONResponse:
+        request_id = request.path_params["id"]
+        try:
+            wait = float(request.query_params.get("wait", "0"))
+        except ValueError:
+            return error(400, "wait", "wait must be seconds")
+        if not math.isfinite(wait) or wait < 0:
+            return error(400, "wait", "wait must be seconds")
+        row = (await service.scheduler.wait(request_id, min(wait, MAX_WAIT_SECONDS)) if wait
+               else service.store.get(request_id))
+        if row is None:
+            return error(404, "id", f"no request {request_id}")
+        public = row.public()
+        if request.query_params.get("record") in ("0", "false") and public["result"]:
+            public["result"] = {k: v for k, v in public["result"].items() if k != "record"}
+        return JSONResponse(public)
+
+    async def cancel(request: Request) -> JSONResponse:
+        row = service.scheduler.cancel(request.path_params["id"])
+        if row is None:
+            return error(404, "id", f"no request {request.path_params['id']}")
+        return JSONResponse(row.public())
+
+    async def health(request: Request) -> JSONResponse:
+        counts = service.store.counts()
+        return JSONResponse({"ok": not service.scheduler.stopping,
+                             "slots": [s.name for s in service.scheduler.slots],
+                             "queued": counts.get("queued", 0),
+                             "running": counts.get("running", 0)})
+
+    async def stats(request: Request) -> JSONResponse:
+        durations = service.store.recent_durations()
+        return JSONResponse({"states": service.store.counts(),
+                             "completed_since_start": service.scheduler.completed,
+                             "uptime_s": round(time.time() - service.started, 1),
+                             "recent_evaluation_s": (sorted(durations)[len(durations) // 2]
+                                                     if durations else None),
+                             "max_queue": service.max_queue})
+
+    return Starlette(routes=[
+        Route("/v1/evaluations", submit, methods=["POST"]),
+        Route("/v1/evaluations/{id}", get, methods=["GET"]),
+        Route("/v1/evaluations/{id}", cancel, methods=["DELETE"]),
+        Route("/v1/health", health, methods=["GET"]),
+        Route("/v1/stats", stats, methods=["GET"]),
+    ])

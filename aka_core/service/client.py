@@ -1,0 +1,214 @@
+"""Clients of the reward service (``aka serve``), blocking and ``asyncio``.
+
+    from aka_core.api import ServiceClient
+    client = ServiceClient("http://127.0.0.1:8765")
+    result = client.evaluate("triton2triton/gelu", {"kernel.py": source})
+    result["status"], result["reward"]      # see aka_core.service.outcome
+
+Every request carries an id chosen here (or by the caller): a submission repeated after a lost
+answer or a restarted service is the same request. A full queue (429) or a stopping service
+(503) is waited out (``Retry-After``), and so is a service that does not answer yet, up to
+``retries`` times; a request the service refuses raises ``ServiceError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:8765"
+LONG_POLL_SECONDS = 30.0
+
+
+class ServiceError(Exception):
+    """The service refused a request (4xx), or could not be reached within the retries."""
+
+    def __init__(self, message: str, *, status: int | None = None, field: str | None = None):
+        super().__init__(message)
+        self.status, self.field = status, field
+
+
+def files_of(folder: str | Path) -> dict[str, bytes]:
+    """Every file below ``folder`` (a rollout's workspace), by relative path."""
+    root = Path(folder)
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def request_body(task: str, files: dict[str, str | bytes], *, request_id: str | None,
+                 deadline_s: float | None, priority: int, held_out_seed: int | None
+                 ) -> dict[str, Any]:
+    text = {k: v for k, v in files.items() if isinstance(v, str)}
+    binary = {k: base64.b64encode(v).decode() for k, v in files.items() if isinstance(v, bytes)}
+    body: dict[str, Any] = {"id": request_id or uuid.uuid4().hex, "task": task, "files": text,
+                            "priority": priority}
+    if binary:
+        body["files_base64"] = binary
+    if deadline_s is not None:
+        body["deadline_s"] = deadline_s
+    if held_out_seed is not None:
+        body["held_out_seed"] = held_out_seed
+    return body
+
+
+def _refusal(response: Any) -> ServiceError:
+    try:
+        data = response.json()
+    except ValueError:
+        data = {"error": response.text[:500]}
+    return ServiceError(f"{response.status_code}: {data.get('error')}",
+                        status=response.status_code, field=data.get("field"))
+
+
+def _retry_after(response: Any, attempt: int) -> float:
+    try:
+        return min(60.0, max(0.1, float(response.headers.get("Retry-After", ""))))
+    except ValueError:
+        return min(30.0, 0.5 * 2**attempt)
+
+
+class ServiceClient:
+    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10):
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self._http = httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        import httpx
+
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.request(method, self.url + path, **kwargs)
+            except httpx.TransportError as exc:
+                if attempt == self.retries:
+                    raise ServiceError(f"the service at {self.url} does not answer: {exc}") from None
+                time.sleep(min(30.0, 0.5 * 2**attempt))
+                continue
+            if response.status_code in (429, 503) and attempt < self.retries:
+                time.sleep(_retry_after(response, attempt))
+                continue
+            if response.status_code >= 400:
+                raise _refusal(response)
+            return dict(response.json())
+        raise ServiceError("unreachable")  # pragma: no cover
+
+    def submit(self, task: str, files: dict[str, str | bytes], *, id: str | None = None,
+               deadline_s: float | None = None, priority: int = 0,
+               held_out_seed: int | None = None) -> dict[str, Any]:
+        body = request_body(task, files, request_id=id, deadline_s=deadline_s, priority=priority,
+                            held_out_seed=held_out_seed)
+        return self._call("POST", "/v1/evaluations", json=body)
+
+    def get(self, id: str, *, wait: float = 0.0, record: bool = True) -> dict[str, Any]:
+        params = {"wait": str(wait)} | ({} if record else {"record": "0"})
+        return self._call("GET", f"/v1/evaluations/{id}", params=params)
+
+    def wait(self, id: str, *, timeout: float | None = None, record: bool = True
+             ) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = LONG_POLL_SECONDS if deadline is None else deadline - time.monotonic()
+            row = self.get(id, wait=max(0.0, min(LONG_POLL_SECONDS, left)), record=record)
+            if row["terminal"] or (deadline is not None and time.monotonic() >= deadline):
+                return row
+
+    def cancel(self, id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/evaluations/{id}")
+
+    def evaluate(self, task: str, files: dict[str, str | bytes], *, id: str | None = None,
+                 deadline_s: float | None = None, priority: int = 0,
+                 held_out_seed: int | None = None, record: bool = True) -> dict[str, Any]:
+        """Submit and wait: the result (``status``, ``reward``, ...) with the request's id."""
+        row = self.submit(task, files, id=id, deadline_s=deadline_s, priority=priority,
+                          held_out_seed=held_out_seed)
+        row = self.wait(row["id"], record=record)
+        return {"id": row["id"], **(row["result"] or {"status": row["state"], "reward": None})}
+
+    def health(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/health")
+
+
+class AsyncServiceClient:
+    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10):
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self._http = httpx.AsyncClient(timeout=timeout)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncServiceClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        import httpx
+
+        for attempt in range(self.retries + 1):
+            try:
+                response = await self._http.request(method, self.url + path, **kwargs)
+            except httpx.TransportError as exc:
+                if attempt == self.retries:
+                    raise ServiceError(f"the service at {self.url} does not answer: {exc}") from None
+                await asyncio.sleep(min(30.0, 0.5 * 2**attempt))
+                continue
+            if response.status_code in (429, 503) and attempt < self.retries:
+                await asyncio.sleep(_retry_after(response, attempt))
+                continue
+            if response.status_code >= 400:
+                raise _refusal(response)
+            return dict(response.json())
+        raise ServiceError("unreachable")  # pragma: no cover
+
+    async def submit(self, task: str, files: dict[str, str | bytes], *, id: str | None = None,
+                     deadline_s: float | None = None, priority: int = 0,
+                     held_out_seed: int | None = None) -> dict[str, Any]:
+        body = request_body(task, files, request_id=id, deadline_s=deadline_s, priority=priority,
+                            held_out_seed=held_out_seed)
+        return await self._call("POST", "/v1/evaluations", json=body)
+
+    async def get(self, id: str, *, wait: float = 0.0, record: bool = True) -> dict[str, Any]:
+        params = {"wait": str(wait)} | ({} if record else {"record": "0"})
+        return await self._call("GET", f"/v1/evaluations/{id}", params=params)
+
+    async def wait(self, id: str, *, timeout: float | None = None, record: bool = True
+                   ) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = LONG_POLL_SECONDS if deadline is None else deadline - time.monotonic()
+            row = await self.get(id, wait=max(0.0, min(LONG_POLL_SECONDS, left)), record=record)
+            if row["terminal"] or (deadline is not None and time.monotonic() >= deadline):
+                return row
+
+    async def cancel(self, id: str) -> dict[str, Any]:
+        return await self._call("DELETE", f"/v1/evaluations/{id}")
+
+    async def evaluate(self, task: str, files: dict[str, str | bytes], *, id: str | None = None,
+                       deadline_s: float | None = None, priority: int = 0,
+                       held_out_seed: int | None = None, record: bool = True) -> dict[str, Any]:
+        row = await self.submit(task, files, id=id, deadline_s=deadline_s, priority=priority,
+                                held_out_seed=held_out_seed)
+        row = await self.wait(row["id"], record=record)
+        return {"id": row["id"], **(row["result"] or {"status": row["state"], "reward": None})}
+
+    async def health(self) -> dict[str, Any]:
+        return await self._call("GET", "/v1/health")

@@ -1,0 +1,209 @@
+"""The reward service's slots: each takes the next queued request and evaluates it in a fresh
+process (``job``), one at a time.
+
+A slot is a place an evaluation may run: ``gpu:<index>#<k>`` (``CUDA_VISIBLE_DEVICES`` set to
+the GPU) or ``cpu#<k>``. Several slots per GPU form its pipeline: while one evaluation holds the
+GPU (the judge's GPU lock, taken before any side's code is imported, keeps checks and timing
+exclusive), the others start their processes and wait. Each evaluation is a process of its own,
+used once (isolation), that dies with the service; cancelling a request or passing its deadline
+kills it. An evaluation that fails for the evaluator's reasons is queued again (``store.retry``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from aka_core.service import outcome
+from aka_core.service.store import Request, RequestStore
+
+IDLE_POLL_SECONDS = 0.5
+DEFAULT_EVALUATION_SECONDS = 3600.0
+
+
+@attrs.frozen
+class Slot:
+    name: str
+    env: dict[str, str] = attrs.Factory(dict)
+    device: str = "auto"
+
+
+def make_slots(*, gpus: list[int] | None, per_gpu: int, cpu_workers: int) -> list[Slot]:
+    """``per_gpu`` slots on each GPU of ``gpus``; ``cpu_workers`` CPU slots when there are none."""
+    if gpus:
+        return [Slot(f"gpu:{g}#{k}", {"CUDA_VISIBLE_DEVICES": str(g)}, "cuda")
+                for g in gpus for k in range(per_gpu)]
+    return [Slot(f"cpu#{k}", {"CUDA_VISIBLE_DEVICES": ""}, "cpu") for k in range(cpu_workers)]
+
+
+class Scheduler:
+    def __init__(self, store: RequestStore, slots: list[Slot], spool: Path, *,
+                 evaluator: str | None = None, evaluation_seconds: float = DEFAULT_EVALUATION_SECONDS,
+                 python: str = sys.executable):
+        self.store = store
+        self.slots = slots
+        self.spool = spool
+        self.evaluator = evaluator
+        self.evaluation_seconds = evaluation_seconds
+        self.python = python
+        self.running: dict[str, asyncio.subprocess.Process] = {}
+        self._events: dict[str, asyncio.Event] = {}
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.stopping = False
+        self.completed = 0
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self) -> None:
+        recovered = self.store.recover()
+        for request_id in recovered:
+            self.notify(request_id)
+        self._tasks = [asyncio.create_task(self._worker(slot), name=slot.name)
+                       for slot in self.slots]
+
+    async def stop(self) -> None:
+        """Stop taking requests; evaluations in progress are killed and queued again (the next
+        start of the service runs them)."""
+        self.stopping = True
+        self._wake.set()
+        for proc in list(self.running.values()):
+            _kill(proc)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ------------------------------------------------------------------ waiting
+    def notify(self, request_id: str) -> None:
+        event = self._events.pop(request_id, None)
+        if event is not None:
+            event.set()
+
+    def submitted(self) -> None:
+        self._wake.set()
+
+    async def wait(self, request_id: str, timeout: float) -> Request | None:
+        """The request once terminal, or as it is after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            request = self.store.get(request_id)
+            if request is None or request.terminal:
+                return request
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return request
+            event = self._events.setdefault(request_id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), min(left, 5.0))
+
+    def cancel(self, request_id: str) -> Request | None:
+        request = self.store.cancel(request_id)
+        proc = self.running.get(request_id)
+        if proc is not None:
+            _kill(proc)
+        self.notify(request_id)
+        return request
+
+    # ------------------------------------------------------------------ the slots
+    async def _worker(self, slot: Slot) -> None:
+        while not self.stopping:
+            request = self.store.claim(slot.name)
+            if request is None:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), IDLE_POLL_SECONDS)
+                continue
+            self._wake.set()  # there may be more: let the other slots look
+            try:
+                await self._evaluate(slot, request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the service's own fault: the request is retried
+                self.store.retry(request.id, f"the service failed: {type(exc).__name__}: {exc}")
+            self.notify(request.id)
+
+    async def _evaluate(self, slot: Slot, request: Request) -> None:
+        folder = self.spool / request.id
+        candidate = folder / "candidate"
+        result_path = folder / f"result-{request.attempts}.json"
+        with contextlib.suppress(FileNotFoundError):
+            result_path.unlink()
+        spec = {"task_dir": request.options["task_dir"], "candidate_dir": str(candidate),
+                "device": slot.device, "result_path": str(result_path),
+                "evaluator": self.evaluator, "held_out_seed": request.options.get("held_out_seed")}
+        spec_path = folder / "job.json"
+        spec_path.write_text(json.dumps(spec))
+        limit = self.evaluation_seconds
+        if request.deadline is not None:
+            limit = min(limit, max(0.0, request.deadline - time.time()))
+        env = {**os.environ, **slot.env, "PYTHONUNBUFFERED": "1"}
+        with open(folder / f"job-{request.attempts}.log", "wb") as log:
+            proc = await asyncio.create_subprocess_exec(
+                self.python, "-m", "aka_core.service.job", str(spec_path),
+                stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True, env=env, preexec_fn=_die_with_parent(os.getpid()))
+        self.running[request.id] = proc
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=limit)
+        except TimeoutError:
+            timed_out = True
+            _kill(proc)
+            await proc.wait()
+        except asyncio.CancelledError:
+            _kill(proc)
+            with contextlib.suppress(Exception):
+                await asyncio.shield(proc.wait())
+            self.store.retry(request.id, "the service stopped during the evaluation")
+            raise
+        finally:
+            self.running.pop(request.id, None)
+        current = self.store.get(request.id)
+        if current is None or current.state != "running":
+            return  # cancelled meanwhile
+        if timed_out:
+            if request.deadline is not None and time.time() >= request.deadline:
+                self.store.finish(request.id, "expired", {
+                    "status": "expired", "reward": None, "retryable": True,
+                    "message": "the request's deadline passed during its evaluation"})
+            else:
+                self.store.retry(request.id, f"the evaluation ran past {limit:.0f} s")
+            return
+        try:
+            payload = json.loads(result_path.read_text())
+        except (OSError, ValueError):
+            code = proc.returncode
+            how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                   else f"exit status {code}")
+            self.store.retry(request.id, f"the evaluation process ended without a result ({how})")
+            return
+        status, result = outcome.classify(payload)
+        if status == outcome.RETRY:
+            self.store.retry(request.id, result["message"])
+            return
+        self.store.finish(request.id, status, result)
+        self.completed += 1
+        if status in ("scored", "candidate_failure", "task_error"):
+            shutil.rmtree(candidate, ignore_errors=True)
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _die_with_parent(parent: int) -> Any:
+    from aka_core.evaluation.evaluate import die_with_parent
+
+    return die_with_parent(parent)

@@ -1,0 +1,114 @@
+"""``aka serve``: the reward service on a local port (uvicorn), its queue in ``STATE/queue.db``.
+
+The state folder holds the durable queue, the candidates' files of requests not yet evaluated
+(``spool/``) and ``service.json`` (the URL and pid of the running service, for clients and
+scripts). Stopping the service (Ctrl-C, SIGTERM) kills the evaluations in progress and queues them
+again: the next start runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+from pathlib import Path
+
+import attrs
+
+from aka_core.errors import UsageError
+
+
+@attrs.frozen(kw_only=True)
+class ServeOptions:
+    tasks_root: Path
+    state: Path
+    host: str = "127.0.0.1"
+    port: int = 8765
+    gpus: tuple[int, ...] = ()
+    per_gpu: int = 2
+    cpu_workers: int = 1
+    max_queue: int = 1024
+    max_attempts: int = 3
+    evaluation_seconds: float = 3600.0
+    evaluator: str | None = None
+    """module:function called instead of ``api.evaluate_candidate`` (tests of the service)."""
+
+
+def require_dependencies() -> None:
+    missing = [name for name in ("starlette", "uvicorn", "httpx")
+               if not _importable(name)]
+    if missing:
+        raise UsageError(f"aka serve needs {', '.join(missing)}: pip install 'aka-core[serve]'")
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror} (choose another "
+                         "--port, or 0 for any free one)") from None
+    sock.listen(512)
+    sock.set_inheritable(False)
+    return sock
+
+
+async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) -> None:
+    require_dependencies()
+    import uvicorn
+
+    from aka_core.service.app import Service, create_app
+    from aka_core.service.scheduler import Scheduler, make_slots
+    from aka_core.service.store import RequestStore
+
+    if not options.tasks_root.is_dir():
+        raise UsageError(f"tasks folder {options.tasks_root} does not exist (--tasks)")
+    spool = options.state / "spool"
+    spool.mkdir(parents=True, exist_ok=True)
+    store = RequestStore(options.state / "queue.db", max_attempts=options.max_attempts)
+    slots = make_slots(gpus=list(options.gpus), per_gpu=options.per_gpu,
+                       cpu_workers=options.cpu_workers)
+    scheduler = Scheduler(store, slots, spool, evaluator=options.evaluator,
+                          evaluation_seconds=options.evaluation_seconds)
+    service = Service(scheduler, options.tasks_root, max_queue=options.max_queue)
+    sock = bind(options.host, options.port)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    config = uvicorn.Config(create_app(service), log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=5, lifespan="off")
+    server = uvicorn.Server(config)
+    await scheduler.start()
+    descriptor = options.state / "service.json"
+    descriptor.write_text(json.dumps({"url": url, "pid": os.getpid(),
+                                      "slots": [s.name for s in slots]}))
+    print(f"aka serve: {url} ({len(slots)} slots: {', '.join(s.name for s in slots)}; "
+          f"queue {options.state / 'queue.db'})", flush=True)
+    if ready is not None:
+        ready.set()
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        await scheduler.stop()
+        store.close()
+        with contextlib.suppress(OSError):
+            descriptor.unlink()
+        sock.close()
+
+
+def read_url(state: Path) -> str:
+    """The URL of the service running with ``state`` (from its ``service.json``)."""
+    try:
+        return str(json.loads((state / "service.json").read_text())["url"])
+    except (OSError, ValueError, KeyError):
+        raise UsageError(f"no service runs with state folder {state}") from None
