@@ -1,0 +1,130 @@
+"""The reward service over HTTP: what a trainer's client sees for each outcome and each
+misuse (the evaluations are scripted: conftest.py)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from aka_core.api import AsyncServiceClient, ServiceClient, ServiceError
+
+from .conftest import ServiceProcess, candidate
+
+TASK = "triton2triton/gelu"
+
+
+def test_each_outcome_has_its_status_and_only_judged_ones_a_reward(service: ServiceProcess
+                                                                   ) -> None:
+    with ServiceClient(service.url) as client:
+        scored = client.evaluate(TASK, candidate("scored", reward=2.5))
+        assert (scored["status"], scored["reward"], scored["speedup"], scored["retryable"]) == (
+            "scored", 2.5, 2.5, False)
+        assert scored["record"]["evaluation"]["performance"]["measured"] is True
+        failed = client.evaluate(TASK, candidate("fail"), record=False)
+        assert (failed["status"], failed["reward"], failed["failure"]["kind"]) == (
+            "candidate_failure", 0.0, "correctness")
+        assert "record" not in failed
+        task = client.evaluate(TASK, candidate("task"))
+        assert (task["status"], task["reward"]) == ("task_error", None)
+        # Evaluator faults are retried; a fault that persists is reported, never as a zero.
+        flaky = client.evaluate(TASK, candidate("infra_once", reward=1.2))
+        assert (flaky["status"], flaky["reward"]) == ("scored", 1.2)
+        assert client.get(flaky["id"])["attempts"] == 2
+        broken = client.evaluate(TASK, candidate("infra"))
+        assert (broken["status"], broken["reward"], broken["retryable"]) == (
+            "infra_error", None, True)
+        assert "after 3 attempts" in broken["message"]
+        crashed = client.evaluate(TASK, candidate("crash"))
+        assert crashed["status"] == "infra_error"
+        assert "ended without a result (exit status 3)" in crashed["message"]
+
+
+def test_an_id_is_one_request_whatever_the_client_repeats(service: ServiceProcess) -> None:
+    with ServiceClient(service.url) as client:
+        first = client.evaluate(TASK, candidate("scored", reward=1.1, sleep=0.2), id="rollout-7")
+        again = client.submit(TASK, candidate("scored", reward=1.1, sleep=0.2), id="rollout-7")
+        assert again["state"] == "scored" and again["result"]["reward"] == first["reward"]
+        assert again["attempts"] == 1
+        with pytest.raises(ServiceError) as refused:
+            client.submit(TASK, candidate("scored", reward=9.0), id="rollout-7")
+        assert refused.value.status == 409 and refused.value.field == "id"
+
+
+@pytest.mark.parametrize(("body", "status", "field"), [
+    ({"task": "no/such_task", "files": {"kernel.py": "x"}}, 404, "task"),
+    ({"task": "../tasks/triton2triton/gelu", "files": {"kernel.py": "x"}}, 400, "task"),
+    ({"task": TASK}, 422, "files"),
+    ({"task": TASK, "files": {"/etc/passwd": "x"}}, 422, "files"),
+    ({"task": TASK, "files": {"a/../../kernel.py": "x"}}, 422, "files"),
+    ({"task": TASK, "files": {"notes.md": "x"}}, 422, "files"),
+    ({"task": TASK, "files": {"kernel.py": 3}}, 422, "files.kernel.py"),
+    ({"task": TASK, "files_base64": {"kernel.py": "***"}}, 422, "files_base64.kernel.py"),
+    ({"task": TASK, "files": {"kernel.py": "x"}, "deadline_s": -1}, 422, "deadline_s"),
+    ({"task": TASK, "files": {"kernel.py": "x"}, "deadline_s": float("inf")}, 400, None),
+    ({"task": TASK, "files": {"kernel.py": "x"}, "priority": "high"}, 422, "priority"),
+    ({"task": TASK, "files": {"kernel.py": "x"}, "id": "a b"}, 400, "id"),
+    ({"task": TASK, "files": {"kernel.py": "x" * (17 * 2**20)}}, 413, "files"),
+    ([1, 2], 400, None),
+])
+def test_a_request_that_cannot_be_accepted_says_which_field(service: ServiceProcess, body: object,
+                                                            status: int, field: str | None
+                                                            ) -> None:
+    try:
+        response = httpx.post(service.url + "/v1/evaluations", json=body, timeout=30)
+    except ValueError:  # inf is not JSON: send it as a Python client would not
+        response = httpx.post(service.url + "/v1/evaluations", timeout=30,
+                              content=b'{"task": "x", "deadline_s": Infinity')
+    assert response.status_code == status, response.text
+    assert response.json()["field"] == field
+    assert response.json()["error"]
+
+
+def test_deadlines_cancellation_and_a_full_queue(make_service: object, tmp_path: Path) -> None:
+    svc = make_service(workers=1, max_queue=1)  # type: ignore[operator]
+    with ServiceClient(svc.url, retries=0) as client:
+        hang = client.submit(TASK, candidate("hang"), deadline_s=3)
+        deadline = time.monotonic() + 20
+        while not svc.jobs() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        queued = client.submit(TASK, candidate("scored"), id="waits")
+        with pytest.raises(ServiceError) as full:
+            client.submit(TASK, candidate("scored", reward=3.0))
+        assert full.value.status == 429
+        response = httpx.post(svc.url + "/v1/evaluations", timeout=30,
+                              json={"task": TASK, "files": candidate("scored", reward=4.0)})
+        assert response.status_code == 429 and int(response.headers["Retry-After"]) >= 1
+        expired = client.wait(hang["id"], timeout=30)
+        assert expired["state"] == "expired" and expired["result"]["reward"] is None
+        assert client.wait(queued["id"], timeout=30)["state"] == "scored"
+        running = client.submit(TASK, candidate("hang"))
+        while not svc.jobs() and time.monotonic() < deadline + 20:
+            time.sleep(0.05)
+        pids = svc.jobs()
+        assert client.cancel(running["id"])["state"] == "cancelled"
+        time.sleep(1.0)
+        assert not [p for p in pids if Path(f"/proc/{p}").exists()
+                    and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+        assert client.get(running["id"])["state"] == "cancelled"
+
+
+def test_the_asyncio_client_and_long_polls(service: ServiceProcess) -> None:
+    import asyncio
+
+    async def main() -> list[dict[str, object]]:
+        async with AsyncServiceClient(service.url) as client:
+            return list(await asyncio.gather(*(
+                client.evaluate(TASK, candidate("scored", reward=1.0 + i / 10, sleep=0.1),
+                                record=False) for i in range(6))))
+
+    results = asyncio.run(main())
+    assert sorted(r["reward"] for r in results) == pytest.approx([1.0, 1.1, 1.2, 1.3, 1.4, 1.5])
+    assert len({r["id"] for r in results}) == 6
+    with ServiceClient(service.url) as client:
+        health = client.health()
+        assert health["ok"] and health["queued"] == 0
+        with pytest.raises(ServiceError) as missing:
+            client.get("nothing-here")
+        assert missing.value.status == 404

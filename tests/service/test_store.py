@@ -1,0 +1,79 @@
+"""The reward service's durable queue: idempotent ids, order, deadlines, retries, recovery."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from aka_core.service.store import TERMINAL, Conflict, RequestStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RequestStore:
+    return RequestStore(tmp_path / "queue.db", max_attempts=2)
+
+
+def test_the_same_id_and_content_is_one_request(store: RequestStore) -> None:
+    first, new = store.submit("a", "d1", "t/x", deadline=None)
+    assert new and first.state == "queued"
+    again, new = store.submit("a", "d1", "t/x", deadline=None)
+    assert not new and again.created == first.created
+    with pytest.raises(Conflict):
+        store.submit("a", "d2", "t/x", deadline=None)
+
+
+def test_claims_take_priority_then_age_and_expire_passed_deadlines(store: RequestStore) -> None:
+    store.submit("old", "d", "t", deadline=None)
+    store.submit("late", "d", "t", deadline=time.time() - 1)
+    store.submit("urgent", "d", "t", deadline=None, priority=5)
+    store.submit("new", "d", "t", deadline=None)
+    order = [store.claim("s").id for _ in range(3)]
+    assert order == ["urgent", "old", "new"]
+    assert store.claim("s") is None
+    late = store.get("late")
+    assert late.state == "expired" and late.result["retryable"] is True
+    assert store.get("old").attempts == 1 and store.get("old").slot == "s"
+
+
+def test_finish_is_final_and_a_cancelled_request_stays_cancelled(store: RequestStore) -> None:
+    store.submit("a", "d", "t", deadline=None)
+    store.submit("b", "d", "t", deadline=None)
+    store.claim("s")
+    store.claim("s")
+    assert store.finish("a", "scored", {"status": "scored", "reward": 1.0}).state == "scored"
+    assert store.finish("a", "candidate_failure", {}) is None  # not running any more
+    assert store.cancel("b").state == "cancelled"
+    assert store.finish("b", "scored", {"reward": 2.0}) is None
+    assert store.get("b").state == "cancelled"
+    assert store.cancel("a").state == "scored"  # terminal: cancel changes nothing
+
+
+def test_evaluator_faults_are_retried_then_reported(store: RequestStore) -> None:
+    store.submit("a", "d", "t", deadline=None)
+    store.claim("s")
+    assert store.retry("a", "judge died").state == "queued"
+    store.claim("s")
+    final = store.retry("a", "judge died")
+    assert final.state == "infra_error" and final.attempts == 2
+    assert final.result == {"status": "infra_error", "reward": None, "retryable": True,
+                            "message": "judge died (after 2 attempts)"}
+
+
+def test_a_restarted_service_queues_what_was_running(tmp_path: Path) -> None:
+    store = RequestStore(tmp_path / "q.db", max_attempts=3)
+    for rid in ("a", "b", "c"):
+        store.submit(rid, "d", "t", deadline=None)
+    store.claim("s")
+    store.claim("s")
+    store.close()  # the service dies with two evaluations running
+    again = RequestStore(tmp_path / "q.db", max_attempts=3)
+    assert sorted(again.recover()) == ["a", "b"]
+    assert {again.get(r).state for r in ("a", "b", "c")} == {"queued"}
+    assert again.counts() == {"queued": 3}
+
+
+def test_every_state_is_terminal_or_active() -> None:
+    assert TERMINAL == {"scored", "candidate_failure", "task_error", "infra_error", "cancelled",
+                        "expired"}
