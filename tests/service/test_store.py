@@ -75,5 +75,5 @@ def test_a_restarted_service_queues_what_was_running(tmp_path: Path) -> None:
 
 
 def test_every_state_is_terminal_or_active() -> None:
-    assert TERMINAL == {"scored", "candidate_failure", "task_error", "infra_error", "cancelled",
-                        "expired"}
+    assert {"scored", "candidate_failure", "task_error", "infra_error", "cancelled",
+                        "expired"} == TERMINAL

@@ -1,0 +1,39 @@
+"""The reward service with the real judge on the CPU: `aka serve` as a user starts it, verl's
+reward function over it (examples/verl_reward_cpu.py), and the statuses a trainer gets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aka_core.service.verl import extract_files
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_verl_example_runs_on_the_cpu() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "verl_reward_cpu.py")],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert "'status': 'scored'" in lines[1] and "'accepted': True" in lines[1]
+    assert "'failure_kind': 'correctness'" in lines[2]
+    assert "'failure_kind': 'no_code'" in lines[3]
+    assert lines[4] == ("batch: [('scored', 0.0), ('candidate_failure', 0.0), "
+                        "('candidate_failure', 0.0)]")
+
+
+def test_code_blocks_become_the_candidates_files() -> None:
+    response = ("Plan...\n```python\nprint('draft')\n```\nFinal:\n```python\nimport torch\n```\n"
+                "```cuda kernel.cu\n__global__ void k() {}\n```\n"
+                "```\n// file: include/util.cuh\n#pragma once\n```")
+    assert extract_files(response) == {"kernel.py": "import torch\n",
+                                       "kernel.cu": "__global__ void k() {}\n",
+                                       "include/util.cuh": "#pragma once\n"}
+    assert extract_files("no code at all") == {}
+    assert extract_files("```python\nx = 1\n```", main_file="solution.py") == {
+        "solution.py": "x = 1\n"}
