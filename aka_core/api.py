@@ -121,11 +121,14 @@ def evaluate_candidate(
     work_dir: str | Path | None = None,
     host: PluginHost | None = None,
     confinement: str = "required",
+    protect: tuple[str | Path, ...] = (),
 ) -> TaskResult:
     """Evaluate the editable files found in ``candidate_dir`` against the task's baseline.
 
     Only the task's declared editable files are taken from ``candidate_dir``; everything else comes
     from the task. This is the RL entry point: one call, one reward (``result.score``).
+    ``protect``: folders the candidate's runner must not read, beyond the task's corpus (a queue
+    holding other candidates).
     """
     host = host or PluginHost()
     task_path, task_id = find_task(task)
@@ -151,6 +154,7 @@ def evaluate_candidate(
         ctx = _eval_context(host, loaded, device, held_out, measure_performance, scorer,
                             scorer_options or {}, run_dir=root, confinement=confinement,
                             held_out_seed=held_out_seed)
+        ctx = attrs.evolve(ctx, protected_extra=tuple(Path(p).resolve() for p in protect))
         integrity = IntegrityReport(ok=True, changed_files=tuple(copied))
         started = now_iso()
         result = evaluate_and_score(ctx, loaded, workspace, baseline, logs, None, integrity,

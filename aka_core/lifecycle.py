@@ -83,6 +83,8 @@ class TaskContext:
     evaluator: integrity.Manifest = attrs.Factory(integrity.snapshot)
     """Digests of aka's code and Python's startup hooks when the run (or this worker) started:
     each evaluation first checks that they are unchanged."""
+    protected_extra: tuple[Path, ...] = ()
+    """More folders no runner may read (the reward service's queue, with other candidates)."""
 
 
 def task_dir(run_dir: Path, task_id: str) -> Path:
@@ -320,7 +322,8 @@ def _run_agent_once(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -
             timeout_seconds=cfg.agent_seconds,
             environment={k: v for k, v in os.environ.items() if k in AGENT_ENV_KEEP},
             target_gpu_model=ctx.config.target_gpu_model,
-            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir),
+            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir,
+                                      *ctx.protected_extra),
             readable=(str((workspace.parent / "baseline").resolve()),),
         )
         execution = agent.run(invocation)
@@ -432,7 +435,8 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
     request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
                             measure_performance=ev.measure_performance, seeds=ev.seeds_per_case,
                             compile_only=arch, confinement=ev.confinement, host=ctx.host,
-                            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir),
+                            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir,
+                                      *ctx.protected_extra),
                             held_out_seed=ev.held_out_seed)
     log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases],
              compile_only=arch)

@@ -34,7 +34,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     evaluate = _evaluator(spec.get("evaluator"))
     try:
         result = evaluate(spec["task_dir"], spec["candidate_dir"], device=spec.get("device", "auto"),
-                          held_out_seed=spec.get("held_out_seed"))
+                          held_out_seed=spec.get("held_out_seed"),
+                          protect=tuple(spec.get("protect", ())))
     except AkaError as exc:  # the request cannot be evaluated as given (or the host cannot)
         return {"error": {"kind": type(exc).__name__, "message": str(exc)}}
     return {"record": unstructure(result) if not isinstance(result, dict) else result}

@@ -141,7 +141,9 @@ class Scheduler:
             result_path.unlink()
         spec = {"task_dir": request.options["task_dir"], "candidate_dir": str(candidate),
                 "device": slot.device, "result_path": str(result_path),
-                "evaluator": self.evaluator, "held_out_seed": request.options.get("held_out_seed")}
+                "evaluator": self.evaluator, "held_out_seed": request.options.get("held_out_seed"),
+                # Other candidates' files and every result wait in the service's state folder.
+                "protect": [str(self.spool.parent)]}
         spec_path = folder / "job.json"
         spec_path.write_text(json.dumps(spec))
         limit = self.evaluation_seconds

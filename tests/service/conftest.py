@@ -34,7 +34,7 @@ FAKE_EVALUATOR = textwrap.dedent('''
     from pathlib import Path
 
 
-    def evaluate(task_dir, candidate_dir, device="auto", held_out_seed=None):
+    def evaluate(task_dir, candidate_dir, device="auto", held_out_seed=None, protect=()):
         candidate = Path(candidate_dir)
         request_id = candidate.parent.name
         spec = json.loads((candidate / "kernel.py").read_text().split("#", 1)[1].split("\\n")[0])

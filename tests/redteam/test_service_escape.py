@@ -1,0 +1,103 @@
+"""Red team, the reward service: a candidate evaluated by `aka serve` looks for the service's
+queue (other candidates' files waiting for a slot, every result) and its port.
+
+The service's state folder is put where runners may otherwise read (under /opt, one of the
+system folders a runner reads): the judge must carve it out. The candidate computes GELU
+correctly only when it found nothing; any file of the queue it could read, or a connection to the
+service it could open, turns its output into zeros (a correctness failure)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from aka_core import sandbox
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+TASK = "open/gelu"  # the corpus's gelu without its rules: the static policy would stop the probe
+
+
+def open_tasks_root() -> Path:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("aka_redteam_harness_service",
+                                                  Path(__file__).with_name("harness.py"))
+    harness = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = harness
+    spec.loader.exec_module(harness)
+    return harness.task_folder(TASK).parents[1]
+
+PROBE = '''
+import os, pathlib, socket, sys
+import torch
+import triton
+import triton.language as tl
+
+_found = []
+_state = pathlib.Path({state!r})
+try:
+    for path in _state.rglob("*"):
+        if path.is_file():
+            try:
+                path.read_bytes()[:1]
+                _found.append(str(path))
+            except OSError:
+                pass
+except OSError:
+    pass
+try:
+    with socket.create_connection(("127.0.0.1", {port}), timeout=2):
+        _found.append("port")
+except OSError:
+    pass
+print("probe found:", _found, file=sys.stderr)
+'''
+
+
+def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path) -> None:
+    if sandbox.landlock_abi() <= 0:
+        pytest.skip("no Landlock here: runners cannot be confined")
+    try:
+        state = Path("/opt") / f"aka-redteam-serve-{uuid.uuid4().hex[:8]}"
+        state.mkdir()
+    except OSError:
+        pytest.skip("/opt is not writable here")
+    port_file = state / "service.json"
+    proc = subprocess.Popen([sys.executable, "-m", "aka_core.cli", "serve", "--tasks",
+                             str(open_tasks_root()), "--state", str(state), "--port", "0",
+                             "--device", "cpu"], stdout=subprocess.DEVNULL,
+                            stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.is_file():
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                (tmp_path / "serve.log").read_text()[-2000:])
+            time.sleep(0.2)
+        url = json.loads(port_file.read_text())["url"]
+        port = int(url.rsplit(":", 1)[1])
+        from aka_core.api import ServiceClient
+
+        honest = (ROOT / "tests" / "solutions" / "triton2triton" / "gelu" / "kernel.py").read_text()
+        probe = PROBE.format(state=str(state), port=port)
+        exploit = honest.replace("import torch\n", probe, 1) + (
+            "\n_honest = gelu\n\ndef gelu(x):\n"
+            "    return torch.zeros_like(x) if _found else _honest(x)\n")
+        with ServiceClient(url) as client:
+            # Another candidate waits in the queue while the probe runs.
+            client.submit(TASK, {"kernel.py": honest}, id="victim")
+            result = client.evaluate(TASK, {"kernel.py": exploit}, id="prober", priority=5)
+        assert result["status"] == "scored", result
+        assert result["record"]["evaluation"]["confinement"]["confined"] is True
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        shutil.rmtree(state, ignore_errors=True)
