@@ -9,7 +9,6 @@ service it could open, turns its output into zeros (a correctness failure)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
