@@ -1,0 +1,177 @@
+"""The reward service on a GPU host: evaluations per GPU-minute, and whether it judges as `aka eval`.
+
+1. ``--warm N``: N serial ``aka eval`` of one small task's stored solution after a first one
+   that fills the kernel store: wall seconds p50 (the single-evaluation latency a trainer sees).
+2. ``--serial``: one ``aka eval`` per task's stored solution, one after another (the reference
+   scores and the serial rate).
+3. the service: ``aka serve`` on every GPU (``--per-gpu``), a client with ``--in-flight``
+   requests at once sending ``--repeats`` copies of every stored solution (distinct ids);
+   evaluations per GPU-minute from the first submission to the last answer; per task, the
+   service's speedups against the serial one (CI overlap).
+
+Usage:  python bench/service_bench.py --out DIR [--tasks id ...] [--backends triton,cuda]
+                                      [--repeats 4] [--in-flight 64] [--per-gpu 2]
+                                      [--warm 5] [--warm-task triton2triton/softmax] [--serial]
+Writes DIR/bench.json and DIR/table.md, prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "tests" / "solutions"
+HELD_OUT_SEED = 1  # the same held-out shapes in every evaluation: scores comparable across paths
+
+
+def stored(tasks: list[str] | None, backends: list[str]) -> list[str]:
+    found = sorted(p.parent.relative_to(SOLUTIONS).as_posix()
+                   for p in SOLUTIONS.rglob("NOTES.md"))
+    if tasks:
+        return [t for t in found if t in tasks]
+    from aka_core.host import PluginHost
+    from aka_core.operator_tasks import load_task
+
+    host = PluginHost()
+    return [t for t in found if load_task(ROOT / "tasks" / t, t, host).backend in backends]
+
+
+def aka_eval(task: str) -> dict[str, Any]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "aka_core.cli", "eval", str(ROOT / "tasks" / task),
+                           "--candidate", str(SOLUTIONS / task), "--json",
+                           "--held-out-seed", str(HELD_OUT_SEED)],
+                          capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    try:
+        record = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return {"task": task, "wall_s": wall, "error": done.stderr[-1500:]}
+    perf = (record.get("evaluation") or {}).get("performance") or {}
+    return {"task": task, "wall_s": wall, "score": record.get("score"),
+            "speedup": perf.get("speedup"), "ci95": perf.get("ci95"),
+            "accepted": record.get("candidate_accepted")}
+
+
+def editable_files(task: str) -> dict[str, str | bytes]:
+    from aka_core.host import PluginHost
+    from aka_core.operator_tasks import load_task
+
+    loaded = load_task(ROOT / "tasks" / task, task, PluginHost())
+    return {name: (SOLUTIONS / task / name).read_bytes() for name in loaded.editable
+            if (SOLUTIONS / task / name).is_file()}
+
+
+async def through_service(url: str, tasks: list[str], repeats: int, in_flight: int
+                          ) -> tuple[list[dict[str, Any]], float]:
+    from aka_core.api import AsyncServiceClient
+
+    limit = asyncio.Semaphore(in_flight)
+    files = {task: editable_files(task) for task in tasks}
+    run = time.strftime("%H%M%S")
+
+    async with AsyncServiceClient(url, timeout=600) as client:
+
+        async def one(task: str, k: int) -> dict[str, Any]:
+            async with limit:
+                started = time.monotonic()
+                result = await client.evaluate(task, files[task],
+                                               id=f"{run}-{k}-{task.replace('/', '.')}",
+                                               held_out_seed=HELD_OUT_SEED, record=False)
+                return {"task": task, "repeat": k, "wall_s": time.monotonic() - started,
+                        "status": result.get("status"), "reward": result.get("reward"),
+                        "speedup": result.get("speedup"), "ci95": result.get("ci95"),
+                        "message": result.get("message")}
+
+        started = time.monotonic()
+        results = await asyncio.gather(*(one(t, k) for k in range(repeats) for t in tasks))
+        return list(results), time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--tasks", nargs="*")
+    parser.add_argument("--backends", default="triton,cuda")
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--in-flight", type=int, default=64)
+    parser.add_argument("--per-gpu", type=int, default=2)
+    parser.add_argument("--warm", type=int, default=5)
+    parser.add_argument("--warm-task", default="triton2triton/softmax")
+    parser.add_argument("--serial", action="store_true")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    gpus = torch.cuda.device_count()
+    tasks = stored(args.tasks, args.backends.split(","))
+    report: dict[str, Any] = {"gpus": gpus, "tasks": tasks, "args": vars(args) | {"out": str(args.out)}}
+    if args.warm:
+        aka_eval(args.warm_task)  # fills the kernel store
+        walls = [aka_eval(args.warm_task)["wall_s"] for _ in range(args.warm)]
+        report["warm"] = {"task": args.warm_task, "wall_s": walls, "p50": statistics.median(walls)}
+    if args.serial:
+        started = time.monotonic()
+        report["serial"] = [aka_eval(t) for t in tasks]
+        report["serial_wall_s"] = time.monotonic() - started
+    with tempfile.TemporaryDirectory(prefix="aka-serve-bench-") as tmp:
+        state = Path(tmp) / "state"
+        service = subprocess.Popen([sys.executable, "-m", "aka_core.cli", "serve", "--tasks",
+                                    str(ROOT / "tasks"), "--state", str(state), "--port", "0",
+                                    "--per-gpu", str(args.per_gpu),
+                                    "--max-queue", str(4 * args.in_flight)])
+        try:
+            while not (state / "service.json").is_file():
+                if service.poll() is not None:
+                    raise SystemExit("aka serve did not start")
+                time.sleep(0.2)
+            url = json.loads((state / "service.json").read_text())["url"]
+            results, wall = asyncio.run(through_service(url, tasks, args.repeats, args.in_flight))
+        finally:
+            service.terminate()
+            service.wait(timeout=120)
+    report["service"] = results
+    report["service_wall_s"] = wall
+    rate = len(results) / (wall / 60) / max(1, gpus)
+    report["evaluations_per_gpu_minute"] = rate
+    lines = [f"# aka serve on {gpus} GPU(s) ({torch.cuda.get_device_name(0) if gpus else 'cpu'})",
+             "", f"{len(results)} evaluations ({len(tasks)} tasks x {args.repeats}), "
+             f"{args.in_flight} in flight, {args.per_gpu} per GPU: {wall:.1f} s, "
+             f"**{rate:.1f} evaluations per GPU-minute**"]
+    if "warm" in report:
+        lines.append(f"warm `aka eval` of {args.warm_task}: p50 {report['warm']['p50']:.2f} s "
+                     f"({', '.join(f'{w:.2f}' for w in report['warm']['wall_s'])})")
+    if "serial" in report:
+        lines.append(f"serial `aka eval` of the {len(tasks)} tasks: {report['serial_wall_s']:.1f} s "
+                     f"({len(tasks) / (report['serial_wall_s'] / 60):.1f} per GPU-minute)")
+    lines += ["", "| task | statuses | service speedups | serial speedup [CI] | within the CI |",
+              "|---|---|---|---|---|"]
+    serial = {r["task"]: r for r in report.get("serial", [])}
+    for task in tasks:
+        mine = [r for r in results if r["task"] == task]
+        speeds = [r["speedup"] for r in mine if r["speedup"] is not None]
+        ref = serial.get(task, {})
+        ci = ref.get("ci95") or [None, None]
+        inside = ("-" if not speeds or ci[0] is None else
+                  f"{sum(1 for s in speeds if ci[0] * 0.98 <= s <= ci[1] * 1.02)}/{len(speeds)}")
+        lines.append(f"| {task} | {', '.join(sorted({str(r['status']) for r in mine}))} | "
+                     f"{', '.join(f'{s:.3f}' for s in speeds)} | "
+                     f"{ref.get('speedup') or '-'} {ci if ci[0] is not None else ''} | {inside} |")
+    table = "\n".join(lines)
+    (args.out / "table.md").write_text(table + "\n")
+    (args.out / "bench.json").write_text(json.dumps(report, indent=1, default=str))
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
