@@ -173,7 +173,8 @@ class Scheduler:
             self.running.pop(request.id, None)
         current = self.store.get(request.id)
         if current is None or current.state != "running":
-            return  # cancelled meanwhile
+            shutil.rmtree(folder, ignore_errors=True)  # cancelled meanwhile
+            return
         if timed_out:
             if request.deadline is not None and time.time() >= request.deadline:
                 self.store.finish(request.id, "expired", {
@@ -196,8 +197,9 @@ class Scheduler:
             return
         self.store.finish(request.id, status, result)
         self.completed += 1
-        if status in ("scored", "candidate_failure", "task_error"):
-            shutil.rmtree(candidate, ignore_errors=True)
+        # Judged: the record is in the queue's database; the folder (the candidate's files, the
+        # job's log) is only kept for requests that end in the evaluator's failure.
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
