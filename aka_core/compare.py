@@ -6,6 +6,11 @@ With one run the interval is the evaluator's CI; with several it is the envelope
 CI and point estimate, so it covers both measurement noise and the agent's run-to-run spread.
 Two speedups whose intervals overlap are "within noise"; otherwise A is "faster" or "slower".
 Deltas and ratios read "A relative to B": a positive score delta means A scored higher.
+
+Where both sides' results carry the evaluator's timing samples, the ratio of their speedups gets
+a CI of its own from those samples, and the verdict follows it (``compare_stats``); over tasks,
+the geometric mean of the ratios and the mean score difference come with bootstrap CIs and
+Wilcoxon signed-rank p-values, with fast_p and the agents' costs per side.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any, Literal
 
 import attrs
 
+from aka_core import compare_stats
+from aka_core.compare_stats import PairedSummary, RatioCI
 from aka_core.models import TaskResult
 from aka_core.reports import finite, format_table, geometric_mean, speedup_ci95
 from aka_core.results import RunRecord, load_run
@@ -64,6 +71,8 @@ class TaskComparison:
     speedup_ratio_ci95: tuple[float, float] | None
     verdict: Verdict
     correctness: CorrectnessChange
+    sampled_ratio: RatioCI | None = None
+    """A/B from both sides' stored timing samples (bootstrap CI); the verdict follows it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -95,6 +104,14 @@ class ComparisonAggregates:
     correctness_b_better: int
     geomean_speedup_ratio: float | None
     """Geometric mean of A/B speedup ratios over tasks where both sides measured one."""
+    speed: PairedSummary | None = None
+    """The geometric mean of A/B ratios with a bootstrap CI over tasks and a Wilcoxon p-value."""
+    score: PairedSummary | None = None
+    """Mean score of A minus B over tasks in both, with a bootstrap CI and a Wilcoxon p-value."""
+    fast_p_a: dict[str, float | None] = attrs.Factory(dict)
+    fast_p_b: dict[str, float | None] = attrs.Factory(dict)
+    cost_a: dict[str, float | None] = attrs.Factory(dict)
+    cost_b: dict[str, float | None] = attrs.Factory(dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -172,12 +189,17 @@ def _interval(stats: SideStats) -> tuple[float, float] | None:
     return stats.speedup_ci95 or (stats.speedup, stats.speedup)
 
 
-def compare_task(task_id: str, a: SideStats, b: SideStats) -> TaskComparison:
+def compare_task(task_id: str, a: SideStats, b: SideStats,
+                 sampled: RatioCI | None = None) -> TaskComparison:
     ratio: float | None = None
     ratio_ci: tuple[float, float] | None = None
     verdict: Verdict = "n/a"
     ia, ib = _interval(a), _interval(b)
-    if a.speedup is not None and b.speedup is not None and ia and ib:
+    if sampled is not None and a.speedup is not None and b.speedup is not None:
+        ratio, ratio_ci = a.speedup / b.speedup, sampled.ci95
+        verdict = ("faster" if sampled.ci95[0] > 1 else "slower" if sampled.ci95[1] < 1
+                   else "within noise")
+    elif a.speedup is not None and b.speedup is not None and ia and ib:
         ratio = a.speedup / b.speedup
         if ib[0] > 0:
             ratio_ci = (ia[0] / ib[1], ia[1] / ib[0])
@@ -197,7 +219,7 @@ def compare_task(task_id: str, a: SideStats, b: SideStats) -> TaskComparison:
             correctness = "same"
     return TaskComparison(task_id=task_id, a=a, b=b, score_delta=a.mean_score - b.mean_score,
                           speedup_ratio=ratio, speedup_ratio_ci95=ratio_ci, verdict=verdict,
-                          correctness=correctness)
+                          correctness=correctness, sampled_ratio=sampled)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -212,7 +234,9 @@ def compare_runs(run_a: RunLike | Sequence[RunLike],
     stats_a = {t: side_stats(rs) for t, rs in by_a.items()}
     stats_b = {t: side_stats(rs) for t, rs in by_b.items()}
     common = sorted(stats_a.keys() & stats_b.keys())
-    tasks = tuple(compare_task(t, stats_a[t], stats_b[t]) for t in common)
+    rng = compare_stats.generator()
+    tasks = tuple(compare_task(t, stats_a[t], stats_b[t],
+                               compare_stats.task_ratio(by_a[t], by_b[t], rng)) for t in common)
     ratios = [t.speedup_ratio for t in tasks if t.speedup_ratio is not None]
     aggregates = ComparisonAggregates(
         common_tasks=len(tasks),
@@ -232,6 +256,12 @@ def compare_runs(run_a: RunLike | Sequence[RunLike],
         correctness_a_better=sum(t.correctness == "A better" for t in tasks),
         correctness_b_better=sum(t.correctness == "B better" for t in tasks),
         geomean_speedup_ratio=geometric_mean(ratios),
+        speed=compare_stats.geomean_ratio(ratios, rng) if ratios else None,
+        score=compare_stats.mean_difference([t.score_delta for t in tasks], rng) if tasks else None,
+        fast_p_a=compare_stats.fast_p([by_a[t] for t in common]),
+        fast_p_b=compare_stats.fast_p([by_b[t] for t in common]),
+        cost_a=compare_stats.costs([by_a[t] for t in common]),
+        cost_b=compare_stats.costs([by_b[t] for t in common]),
     )
     return Comparison(
         a=_side_info(records_a),
@@ -291,7 +321,7 @@ def _fmt_opt(value: float | None, spec: str = ".3f") -> str:
 def render_comparison(c: Comparison) -> str:
     """A readable fixed-width table of a comparison, then its aggregates."""
     headers = ["task", "score A", "score B", "delta", "speedup A [95% CI]",
-               "speedup B [95% CI]", "A/B", "verdict", "correct A", "correct B"]
+               "speedup B [95% CI]", "A/B [95% CI]", "verdict", "correct A", "correct B"]
     body = [[
         t.task_id,
         _fmt_score(t.a),
@@ -299,7 +329,8 @@ def render_comparison(c: Comparison) -> str:
         f"{t.score_delta:+.3f}",
         _fmt_speedup(t.a.speedup, t.a.speedup_ci95),
         _fmt_speedup(t.b.speedup, t.b.speedup_ci95),
-        _fmt_opt(t.speedup_ratio),
+        _fmt_speedup(t.speedup_ratio, t.speedup_ratio_ci95).replace("x", "", 1)
+        if t.speedup_ratio is not None else "-",
         t.verdict,
         f"{t.a.correct_runs}/{t.a.runs}",
         f"{t.b.correct_runs}/{t.b.runs}",
@@ -323,8 +354,33 @@ def render_comparison(c: Comparison) -> str:
         f"A vs B score:     {agg.wins} wins, {agg.losses} losses, {agg.ties} ties",
         f"A vs B speed:     {agg.faster} faster, {agg.slower} slower,"
         f" {agg.within_noise} within noise, {agg.no_speedup} not comparable",
-        f"geomean A/B:      {_fmt_opt(agg.geomean_speedup_ratio)}",
+        "geomean A/B:      " + (_fmt_summary(agg.speed, ".3f") if agg.speed
+                                   else _fmt_opt(agg.geomean_speedup_ratio)),
+        f"score A - B:      {_fmt_summary(agg.score, '+.4f') if agg.score else '-'}",
         f"correctness:      A better on {agg.correctness_a_better},"
         f" B better on {agg.correctness_b_better}",
+        "fast_p:           " + "  ".join(
+            f"{k} A {_fmt_opt(agg.fast_p_a.get(k), '.2f')} B {_fmt_opt(agg.fast_p_b.get(k), '.2f')}"
+            for k in agg.fast_p_a),
     ]
+    if agg.cost_a.get("runs_with_cost") or agg.cost_b.get("runs_with_cost"):
+        lines.append(
+            f"agent cost:       per task A ${_fmt_opt(agg.cost_a.get('cost_per_task_usd'), '.3f')}"
+            f" B ${_fmt_opt(agg.cost_b.get('cost_per_task_usd'), '.3f')}; per unit of score"
+            f" A ${_fmt_opt(agg.cost_a.get('cost_per_score_usd'), '.3f')}"
+            f" B ${_fmt_opt(agg.cost_b.get('cost_per_score_usd'), '.3f')}")
+    sampled = sum(t.sampled_ratio is not None for t in c.tasks)
+    lines.append(f"                  (A/B CIs from timing samples on {sampled} of {len(c.tasks)} "
+                 "tasks; p: two-sided Wilcoxon signed-rank over tasks)")
     return "\n".join(lines) + "\n"
+
+
+def _fmt_summary(summary: PairedSummary, spec: str) -> str:
+    if summary.estimate is None:
+        return "-"
+    text = format(summary.estimate, spec)
+    if summary.ci95 is not None:
+        text += f" [{format(summary.ci95[0], spec)}, {format(summary.ci95[1], spec)}]"
+    if summary.p_value is not None:
+        text += f"  p={summary.p_value:.3g}"
+    return text + f"  ({summary.tasks} tasks)"
