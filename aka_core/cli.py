@@ -239,6 +239,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from aka_core import export
+
+    fmt = args.format or ("parquet" if str(args.output).endswith(".parquet") else "jsonl")
+    count = export.write([Path(r) for r in args.runs], Path(args.output), fmt,
+                         sources=args.sources)
+    print(f"{count} rows written to {args.output} ({fmt})")
+    return EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from aka_core.reports import render_text, summary_document, summary_rows, write_reports
     from aka_core.results import load_run
@@ -442,6 +452,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", help="the run directory `aka run` printed")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="runs as a dataset: one row per task attempt")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories `aka run` printed")
+    p.add_argument("--output", "-o", required=True, help="file to write (.jsonl or .parquet)")
+    p.add_argument("--format", choices=["jsonl", "parquet"],
+                   help="default: from the output's suffix, else jsonl")
+    p.add_argument("--sources", action="store_true",
+                   help="include the text of the candidate's files (not only their sha256)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("compare", help="compare two runs task by task")
     p.add_argument("run_a", help="run directory (comma-separated for repeated runs)")
