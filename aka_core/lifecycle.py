@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import datetime as dt
+import math
 import os
 import shutil
 import time
@@ -38,6 +39,7 @@ from aka_core.models import (
     SETUP_FAILURES,
     Acceptance,
     AgentExecution,
+    CaseTimes,
     EvaluationSummary,
     Gate,
     IntegrityReport,
@@ -374,6 +376,23 @@ def compile_only_architecture(task: Task, device: str, host: PluginHost,
     return task.requires.architectures[0] if task.requires.architectures else default
 
 
+def case_times(record: dict[str, Any]) -> tuple[CaseTimes, ...]:
+    """The timed cases of an evaluation record, as scorers see them (malformed ones left out)."""
+    out = []
+    for case in ((record.get("performance") or {}).get("cases") or []):
+        if not isinstance(case, dict):
+            continue
+        base, cand, sol = (case.get("baseline_median_ms"), case.get("candidate_median_ms"),
+                           case.get("speed_of_light_ms"))
+        if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in (base, cand)):
+            continue
+        ok_sol = isinstance(sol, int | float) and math.isfinite(sol) and sol > 0
+        out.append(CaseTimes(case=str(case.get("case")), baseline_ms=float(base),
+                             candidate_ms=float(cand),
+                             speed_of_light_ms=float(sol) if ok_sol else None))
+    return tuple(out)
+
+
 def protected_paths(task: Task, *extra: Path | None) -> tuple[str, ...]:
     """Folders no runner may read: the task's folder, and every ``tasks`` and ``tests`` folder
     beside one of its ancestors (the corpus with its held-out cases and references, the stored
@@ -471,7 +490,8 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
     acceptance = decide_acceptance(record, gates, integrity_report)
     summary = EvaluationSummary(accepted=acceptance.accepted,
                                 performance_measured=gates["performance_measured"],
-                                speedup=gates["speedup"], speedup_ci95=gates["ci95"])
+                                speedup=gates["speedup"], speedup_ci95=gates["ci95"],
+                                cases=case_times(record) if gates["performance_measured"] else ())
     scorer_cfg = ctx.config.scorer
     outcome = ctx.host.scorer(scorer_cfg.name).factory(dict(scorer_cfg.options)).score(summary)
     return TaskResult(

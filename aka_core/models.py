@@ -326,6 +326,17 @@ class Acceptance:
 
 
 @attrs.frozen(kw_only=True)
+class CaseTimes:
+    """One timed case as a scorer sees it: median per-call times and the case's speed-of-light
+    time (the declared bytes and FLOPs at the GPU's peak; None where the task declares no cost)."""
+
+    case: str
+    baseline_ms: float
+    candidate_ms: float
+    speed_of_light_ms: float | None = None
+
+
+@attrs.frozen(kw_only=True)
 class EvaluationSummary:
     """What a scorer sees."""
 
@@ -333,6 +344,8 @@ class EvaluationSummary:
     performance_measured: bool
     speedup: float | None = None
     speedup_ci95: tuple[float, float] | None = None
+    cases: tuple[CaseTimes, ...] = ()
+    """The timed cases (empty when performance was not measured)."""
 
 
 @attrs.frozen(kw_only=True)
