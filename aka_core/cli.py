@@ -260,6 +260,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     for extra in host.notify("aka_report", run_dir=Path(args.run_dir), results=results,
                              reports_dir=Path(args.run_dir) / "reports"):
         paths.extend(Path(p) for p in (extra or []))
+    if args.html:
+        page = next((p for p in paths if p.suffix == ".html"), None)
+        if page is None:
+            raise UsageError("no plugin wrote an HTML report: pip install aka-report-html "
+                             "(plugins/aka-report-html)")
+        print(page)
+        return EXIT_OK
     if args.json:
         _print_json(summary_document(summary_rows(results)))
     else:
@@ -451,6 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="regenerate and print a run's reports")
     p.add_argument("run_dir", help="the run directory `aka run` printed")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.add_argument("--html", action="store_true",
+                   help="print only the path of the self-contained HTML report (aka-report-html)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("export", help="runs as a dataset: one row per task attempt")
