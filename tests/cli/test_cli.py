@@ -260,8 +260,9 @@ def test_report_regenerates_and_prints_a_runs_reports(aka: Aka, two_runs: TwoRun
     code, out, _ = aka("report", two_runs.a)
 
     assert code == 0
-    assert sorted(p.name for p in reports.iterdir()) == ["report.txt", "summary.csv",
-                                                         "summary.json"]
+    # report.html: the aka-report-html plugin, installed with the others
+    assert sorted(p.name for p in reports.iterdir()) == ["report.html", "report.txt",
+                                                         "summary.csv", "summary.json"]
     row = next(line for line in out.splitlines() if line.startswith("demo/scale_add"))
     assert row.split()[1:6] == ["completed", "completed", "yes", "yes", "yes"]
 
