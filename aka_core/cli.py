@@ -282,10 +282,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     side_b = [Path(p) for p in args.run_b.split(",")]
     comparison = compare_runs(side_a if len(side_a) > 1 else side_a[0],
                               side_b if len(side_b) > 1 else side_b[0])
+    if args.html:
+        try:
+            from aka_report_html.compare import render
+        except ImportError:
+            raise UsageError("--html needs the aka-report-html plugin: pip install aka-report-html "
+                             "(plugins/aka-report-html)") from None
+        out = Path(args.html)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render(comparison), encoding="utf-8")
     if args.json:
         _print_json(comparison_as_dict(comparison))
     else:
         print(render_comparison(comparison))
+        if args.html:
+            print(f"written: {args.html}")
     return EXIT_OK
 
 
@@ -475,6 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_a", help="run directory (comma-separated for repeated runs)")
     p.add_argument("run_b", help="run directory (comma-separated for repeated runs)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.add_argument("--html", metavar="FILE", help="also write the comparison as a self-contained "
+                   "HTML page (aka-report-html)")
     p.set_defaults(func=cmd_compare)
     return parser
 

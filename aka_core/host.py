@@ -241,10 +241,12 @@ class PluginHost:
         return record
 
     def versions(self) -> dict[str, str | None]:
-        """Distribution -> version of everything that registered records (for run.yaml)."""
+        """Distribution -> version of every plugin that registered records or observes (for run.yaml)."""
         out: dict[str, str | None] = {}
         for reg in self.registered():
             out[reg.provider.distribution] = reg.provider.version
+        for observer in self.observers():
+            out[observer["distribution"]] = observer["version"]
         return dict(sorted(out.items()))
 
     # ------------------------------------------------------------------ observers
@@ -263,9 +265,25 @@ class PluginHost:
                             error=f"{type(exc).__name__}: {exc}")
         return results
 
+    def observers(self) -> list[dict[str, Any]]:
+        """Plugins that only observe (``aka_report``, ``aka_after_task``, ...): kind
+        ``observer``, named by their entry point, described by the hooks they implement."""
+        hooks: dict[int, tuple[Provider, list[str]]] = {}
+        for hook_name in hookspecs.OBSERVER_HOOKS:
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                provider = self._providers.get(id(impl.plugin))
+                if provider is None or provider.builtin:
+                    continue
+                hooks.setdefault(id(impl.plugin), (provider, []))[1].append(hook_name)
+        return [{"name": provider.plugin, "kind": "observer",
+                 "description": "implements " + ", ".join(names),
+                 "distribution": provider.distribution, "version": provider.version,
+                 "plugin": provider.plugin, "builtin": False}
+                for provider, names in sorted(hooks.values(), key=lambda item: item[0].plugin)]
+
     def describe(self) -> dict[str, Any]:
         return {
-            "plugins": [r.as_dict() for r in self.registered()],
+            "plugins": [r.as_dict() for r in self.registered()] + self.observers(),
             "load_errors": [e.as_dict() for e in self.load_errors],
         }
 

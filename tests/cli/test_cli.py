@@ -58,7 +58,9 @@ def test_plugins_json_lists_every_kind_with_builtins_marked(aka: Aka) -> None:
     assert code == 0
     data = json.loads(out)
     plugins = {(p["kind"], p["name"]): p for p in data["plugins"]}
-    assert {kind for kind, _ in plugins} == KINDS
+    assert {kind for kind, _ in plugins} == KINDS | {"observer"}
+    assert plugins[("observer", "html_report")]["distribution"] == "aka-report-html"
+    assert plugins[("observer", "html_report")]["description"] == "implements aka_report"
     for key in (("task_format", "operator"), ("backend", "python"), ("executor", "local")):
         assert plugins[key]["builtin"] is True, key
         assert plugins[key]["distribution"] == "aka-core (builtin)"
