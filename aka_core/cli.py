@@ -234,7 +234,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(tasks_root=Path(args.tasks), state=Path(args.state), host=args.host,
                            port=args.port, gpus=gpus, per_gpu=args.per_gpu,
                            cpu_workers=args.workers, max_queue=args.max_queue,
-                           max_attempts=args.max_attempts)
+                           max_attempts=args.max_attempts,
+                           keep_days=args.keep_days if args.keep_days > 0 else None)
     asyncio.run(serve(options))
     return EXIT_OK
 
@@ -445,6 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "new ones get 429 with Retry-After (default 1024)")
     p.add_argument("--max-attempts", type=int, default=3, help="attempts of an evaluation the "
                    "evaluator failed before it is reported as infra_error (default 3)")
+    p.add_argument("--keep-days", type=float, default=30.0, help="forget judged requests this "
+                   "many days after they ended (0: keep every record; default 30)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("selfcheck", help="check a workspace's candidate (advisory; for agents)")

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -34,6 +35,8 @@ class ServeOptions:
     evaluation_seconds: float = 3600.0
     evaluator: str | None = None
     """module:function called instead of ``api.evaluate_candidate`` (tests of the service)."""
+    keep_days: float | None = 30.0
+    """Terminal requests are forgotten this long after they ended (None: kept for ever)."""
 
 
 def require_dependencies() -> None:
@@ -89,6 +92,8 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
                             timeout_graceful_shutdown=5, lifespan="off")
     server = uvicorn.Server(config)
     await scheduler.start()
+    pruner = (asyncio.create_task(_prune(store, options.keep_days * 86400))
+              if options.keep_days else None)
     descriptor = options.state / "service.json"
     descriptor.write_text(json.dumps({"url": url, "pid": os.getpid(),
                                       "slots": [s.name for s in slots]}))
@@ -99,11 +104,19 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
     try:
         await server.serve(sockets=[sock])
     finally:
+        if pruner is not None:
+            pruner.cancel()
         await scheduler.stop()
         store.close()
         with contextlib.suppress(OSError):
             descriptor.unlink()
         sock.close()
+
+
+async def _prune(store: Any, older_than_s: float) -> None:
+    while True:
+        store.prune(older_than_s)
+        await asyncio.sleep(3600)
 
 
 def read_url(state: Path) -> str:

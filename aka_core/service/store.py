@@ -213,6 +213,15 @@ class RequestStore:
                 recovered.append(row["id"])
         return recovered
 
+    def prune(self, older_than_s: float) -> int:
+        """Forget terminal requests that ended more than ``older_than_s`` seconds ago (their ids
+        may then be used again); returns how many."""
+        with self._tx() as db:
+            cur = db.execute("DELETE FROM requests WHERE state IN ('scored', 'candidate_failure', "
+                             "'task_error', 'infra_error', 'cancelled', 'expired') "
+                             "AND finished < ?", (time.time() - older_than_s,))
+            return int(cur.rowcount)
+
     # ------------------------------------------------------------------ counts
     def counts(self) -> dict[str, int]:
         with self._lock:

@@ -77,3 +77,15 @@ def test_a_restarted_service_queues_what_was_running(tmp_path: Path) -> None:
 def test_every_state_is_terminal_or_active() -> None:
     assert {"scored", "candidate_failure", "task_error", "infra_error", "cancelled",
                         "expired"} == TERMINAL
+
+
+def test_old_terminal_requests_are_pruned_and_active_ones_never(store: RequestStore) -> None:
+    for rid in ("judged", "running", "waiting"):
+        store.submit(rid, "d", "t", deadline=None)
+    assert store.claim("s").id == "judged"
+    store.finish("judged", "scored", {"reward": 1.0})
+    assert store.claim("s").id == "running"
+    assert store.prune(older_than_s=3600) == 0  # ended just now
+    assert store.prune(older_than_s=-1) == 1
+    assert store.get("judged") is None
+    assert (store.get("running").state, store.get("waiting").state) == ("running", "queued")
