@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# What the GPU still has to prove, in steps that each fit one device call (10 minutes), most
+# important first. Run on the device machine from the repository root, with .whl (and .whl-old,
+# .old-tree for step 2's latency comparison) carried:
+#   bash bench/device_steps.sh 1     # first-call cost probe; red team, first half
+#   bash bench/device_steps.sh 2     # red team, second half; aka eval latency against the old engine
+#   bash bench/device_steps.sh 3     # the reward service: evaluations per GPU-minute, warm p50
+# Results go under $OUT/step<N>/.
+# The engine before the judge (step 2) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
+# missing:  git worktree add /tmp/old-aka be89b5f
+#           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
+#           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
+set -uo pipefail
+step="${1:?step 1, 2 or 3}"
+source bench/device_setup.sh
+out="${OUT:-/tmp/out}/step$step"
+mkdir -p "$out"
+exploits() {  # half 1 or 2 of the GPU red team, by name
+  python3 - "$1" <<'PY'
+import sys
+sys.path.insert(0, "tests/redteam")
+from harness import load_exploits
+names = [e.name for e in load_exploits("cuda")]
+half = len(names) // 2
+print(" ".join(names[:half] if sys.argv[1] == "1" else names[half:]))
+PY
+}
+T3="triton2triton/gelu torch2triton/gemm_bias_gelu torch2cuda/silu_and_mul"
+case "$step" in
+  1)
+    python3 bench/first_call_probe.py $T3 2>&1 | tee "$out/first_call_probe.txt"
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 420 \
+      --exploits $(exploits 1) 2>&1 | tail -40
+    ;;
+  2)
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 360 \
+      --exploits $(exploits 2) 2>&1 | tail -40
+    python3 bench/latency_compare.py --out "$out/latency" --engine old=/opt/aka-old:.old-tree \
+      --engine new=/opt/aka-site:. --repeats 2 $T3 2>&1 | tail -8
+    ;;
+  3)
+    python3 bench/service_bench.py --out "$out/service" --repeats 4 --in-flight 64 --per-gpu 2 \
+      --warm 5 --serial 2>&1 | tail -30
+    ;;
+  *) echo "step 1, 2 or 3" >&2; exit 2 ;;
+esac
