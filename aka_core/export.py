@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from aka_core.errors import UsageError
 from aka_core.models import TaskResult
+from aka_core.reports import finite
 from aka_core.results import RunRecord, load_run
 
 FORMATS = ("jsonl", "parquet")
 NESTED = ("ci95", "candidate_files", "sources")
 SOURCE_LIMIT_BYTES = 1 << 20
-
-
-def _finite(value: Any) -> Any:
-    return value if not isinstance(value, float) or math.isfinite(value) else None
 
 
 def _editable(run_dir: Path, task_id: str) -> list[str] | None:
@@ -84,21 +80,21 @@ def row(record: RunRecord, result: TaskResult, *, sources: bool = False) -> dict
         "agent": (config.get("agent") or {}).get("template") if isinstance(config, dict) else None,
         "agent_status": agent.status if agent else None,
         "agent_model": usage.model if usage else None,
-        "agent_seconds": _finite(agent.duration_seconds) if agent else None,
+        "agent_seconds": finite(agent.duration_seconds) if agent else None,
         "agent_turns": usage.turns if usage else None,
         "input_tokens": usage.input_tokens if usage else None,
         "output_tokens": usage.output_tokens if usage else None,
-        "cost_usd": _finite(usage.cost_usd) if usage else None,
+        "cost_usd": finite(usage.cost_usd) if usage else None,
         "pass_compilation": result.pass_compilation, "pass_correctness": result.pass_correctness,
         "accepted": result.candidate_accepted,
         "acceptance_reason": result.acceptance.reason if result.acceptance else None,
-        "speedup": _finite(result.speedup_ratio),
-        "ci95": [_finite(v) for v in performance.get("ci95") or []] or None,
+        "speedup": finite(result.speedup_ratio),
+        "ci95": [finite(v) for v in performance.get("ci95") or []] or None,
         "performance_measured": bool(performance.get("measured")),
-        "score": _finite(result.score), "scorer": (result.scorer or {}).get("name"),
+        "score": finite(result.score), "scorer": (result.scorer or {}).get("name"),
         "failure_kind": failure.get("kind"), "failure_message": failure.get("message"),
         "device": (evaluation.get("device") or {}).get("name"),
-        "duration_seconds": _finite(result.duration_seconds),
+        "duration_seconds": finite(result.duration_seconds),
         "started_at": result.started_at, "finished_at": result.finished_at,
         "error": result.error, "skip_reason": result.skip_reason,
         "candidate_files": digests,

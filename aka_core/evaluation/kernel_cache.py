@@ -36,6 +36,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from aka_core.workspace import digest
+
 ENV = "AKA_KERNEL_CACHE"
 ENTRY_LIMIT_BYTES = 256 * 2**20
 ENTRY_LIMIT_FILES = 20_000
@@ -103,11 +105,11 @@ def folder_digest(root: Path) -> str | None:
 def key(side: str, task_id: str, backend: str, backend_env: dict[str, str], root: Path
         ) -> str | None:
     """The cache key of one side's compiled kernels, or None (no cache for this side)."""
-    digest = folder_digest(root)
-    if digest is None:
+    files = folder_digest(root)
+    if files is None:
         return None
     origin = {"side": side, "task": task_id, "backend": backend,
-              "env": sorted(backend_env.items()), "tools": _versions(), "files": digest}
+              "env": sorted(backend_env.items()), "tools": _versions(), "files": files}
     return hashlib.sha256(json.dumps(origin, sort_keys=True).encode()).hexdigest()
 
 
@@ -128,7 +130,7 @@ def restore(cache_key: str | None, target: Path) -> dict[str, Any]:
             raise OSError("no manifest")
         shutil.copytree(entry / "files", target, symlinks=True, dirs_exist_ok=True)
         copied = _regular_files(target)
-        found = {} if copied is None else {path.relative_to(target).as_posix(): _sha256(path)
+        found = {} if copied is None else {path.relative_to(target).as_posix(): digest(path)
                                            for path, _ in copied}
         if found != digests:
             raise OSError("its files differ from its manifest")
@@ -140,14 +142,6 @@ def restore(cache_key: str | None, target: Path) -> dict[str, Any]:
         _discard(entry)
         return {"used": False, "reason": f"entry discarded: {exc}"[:200]}
     return {"used": True, "files": len(digests), "seconds": round(time.monotonic() - started, 4)}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _discard(entry: Path) -> None:
@@ -201,7 +195,7 @@ def save(cache_key: str | None, source: Path, restored: dict[str, Any]) -> dict[
             (fresh / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
             with open(fresh / "files" / rel, "xb") as dst:
                 dst.write(path.read_bytes())
-            digests[rel.as_posix()] = _sha256(fresh / "files" / rel)
+            digests[rel.as_posix()] = digest(fresh / "files" / rel)
         info = {"files": len(files), "bytes": sum(size for _, size in files),
                 "saved_at": time.time()}
         (fresh / INFO).write_text(json.dumps({**info, "digests": digests}))

@@ -20,10 +20,10 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import attrs
 
+from aka_core.evaluation.evaluate import die_with_parent
 from aka_core.service import outcome
 from aka_core.service.store import Request, RequestStore
 
@@ -154,7 +154,7 @@ class Scheduler:
             proc = await asyncio.create_subprocess_exec(
                 self.python, "-m", "aka_core.service.job", str(spec_path),
                 stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True, env=env, preexec_fn=_die_with_parent(os.getpid()))
+                start_new_session=True, env=env, preexec_fn=die_with_parent(os.getpid()))
         self.running[request.id] = proc
         timed_out = False
         try:
@@ -205,9 +205,3 @@ class Scheduler:
 def _kill(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _die_with_parent(parent: int) -> Any:
-    from aka_core.evaluation.evaluate import die_with_parent
-
-    return die_with_parent(parent)

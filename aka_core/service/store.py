@@ -26,6 +26,8 @@ from typing import Any
 
 import attrs
 
+from aka_core.service import outcome
+
 TERMINAL = frozenset({"scored", "candidate_failure", "task_error", "infra_error", "cancelled",
                       "expired"})
 ACTIVE = frozenset({"queued", "running"})
@@ -184,7 +186,7 @@ class RequestStore:
                 return None
             if row["attempts"] >= self.max_attempts:
                 db.execute("UPDATE requests SET state = 'infra_error', finished = ?, result = ? "
-                           "WHERE id = ?", (time.time(), json.dumps(_infra(
+                           "WHERE id = ?", (time.time(), json.dumps(outcome.infra(
                                f"{reason} (after {row['attempts']} attempts)")), request_id))
             else:
                 db.execute("UPDATE requests SET state = 'queued', slot = NULL WHERE id = ?",
@@ -245,7 +247,3 @@ class RequestStore:
 def _expired() -> dict[str, Any]:
     return {"status": "expired", "reward": None, "retryable": True,
             "message": "the request's deadline passed before a slot was free"}
-
-
-def _infra(message: str) -> dict[str, Any]:
-    return {"status": "infra_error", "reward": None, "retryable": True, "message": message}

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from aka_core import hookimpl
+from aka_core import hookimpl, scoring
 from aka_core.models import EvaluationSummary, ScoreOutcome
 from aka_core.records import ScorerSpec
 
@@ -42,26 +42,24 @@ class FastPScorer:
                                            validator=attrs.validators.instance_of(bool))
 
     def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
-        if not evaluation.accepted:
-            return self._ineligible("candidate not accepted")
-        if not evaluation.performance_measured:
-            return self._ineligible("performance not measured on this device")
+        refused = scoring.gate(evaluation, p=self.p)
+        if refused is not None:
+            return refused
         if self.use_ci_lower_bound:
             if evaluation.speedup_ci95 is None:
-                return self._ineligible("no 95% CI for the speedup (use_ci_lower_bound is set)")
+                return scoring.ineligible("no 95% CI for the speedup (use_ci_lower_bound is set)",
+                                          p=self.p)
             used, speedup = "speedup_ci95_lower", evaluation.speedup_ci95[0]
         else:
             used, speedup = "speedup", evaluation.speedup
-        if isinstance(speedup, bool) or not isinstance(speedup, int | float) \
-                or not math.isfinite(speedup) or speedup <= 0:
-            return self._ineligible(f"{used} is not a finite positive number (got {speedup!r})")
+        if not scoring.positive_number(speedup):
+            return scoring.ineligible(f"{used} is not a finite positive number (got {speedup!r})",
+                                      p=self.p)
+        assert speedup is not None
         fast = speedup > self.p
         return ScoreOutcome(score=1.0 if fast else 0.0, eligible=True,
                             reason=f"{used} {speedup:.4g}x {'>' if fast else '<='} p={self.p:g}",
                             details={"p": self.p, "scored": used, "speedup": speedup})
-
-    def _ineligible(self, reason: str) -> ScoreOutcome:
-        return ScoreOutcome(score=0.0, eligible=False, reason=reason, details={"p": self.p})
 
 
 def make_scorer(options: dict[str, Any]) -> FastPScorer:

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from aka_core import hookimpl
+from aka_core import hookimpl, scoring
 from aka_core.models import EvaluationSummary, ScoreOutcome
 from aka_core.records import ScorerSpec
 
@@ -37,21 +37,18 @@ class LogSpeedupScorer:
     cap: float = attrs.field(default=10.0, validator=_check_cap)
 
     def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
-        if not evaluation.accepted:
-            return self._ineligible("candidate not accepted")
-        if not evaluation.performance_measured:
-            return self._ineligible("performance not measured on this device")
+        refused = scoring.gate(evaluation, cap=self.cap)
+        if refused is not None:
+            return refused
         speedup = evaluation.speedup
-        if isinstance(speedup, bool) or not isinstance(speedup, int | float) \
-                or not math.isfinite(speedup) or speedup <= 0:
-            return self._ineligible(f"speedup is not a finite positive number (got {speedup!r})")
+        if not scoring.positive_number(speedup):
+            return scoring.ineligible(f"speedup is not a finite positive number (got {speedup!r})",
+                                      cap=self.cap)
+        assert speedup is not None
         reward = min(1.0, max(0.0, math.log(speedup) / math.log(self.cap)))
         return ScoreOutcome(score=reward, eligible=True,
                             reason=f"ln({speedup:.4g}) / ln({self.cap:g})",
                             details={"cap": self.cap, "speedup": speedup})
-
-    def _ineligible(self, reason: str) -> ScoreOutcome:
-        return ScoreOutcome(score=0.0, eligible=False, reason=reason, details={"cap": self.cap})
 
 
 def make_scorer(options: dict[str, Any]) -> LogSpeedupScorer:

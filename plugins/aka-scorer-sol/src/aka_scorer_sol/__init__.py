@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from aka_core import hookimpl
+from aka_core import hookimpl, scoring
 from aka_core.models import EvaluationSummary, ScoreOutcome
 from aka_core.records import ScorerSpec
 
@@ -26,21 +26,20 @@ CONFIG_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False
 @attrs.frozen(kw_only=True)
 class SpeedOfLightScorer:
     def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
-        if not evaluation.accepted:
-            return self._ineligible("candidate not accepted")
-        if not evaluation.performance_measured:
-            return self._ineligible("performance not measured on this device")
+        refused = scoring.gate(evaluation)
+        if refused is not None:
+            return refused
         if not evaluation.cases:
-            return self._ineligible("no timed cases in the evaluation")
+            return scoring.ineligible("no timed cases in the evaluation")
         fractions: dict[str, float] = {}
         for case in evaluation.cases:
             bound = case.speed_of_light_ms
             if bound is None or not math.isfinite(bound):
-                return self._ineligible(f"case {case.case} has no speed-of-light time (the task "
+                return scoring.ineligible(f"case {case.case} has no speed-of-light time (the task "
                                         "declares no cost)")
             gap = case.baseline_ms - bound
             if not gap > 0:
-                return self._ineligible(f"case {case.case}: the baseline ({case.baseline_ms:.4g} "
+                return scoring.ineligible(f"case {case.case}: the baseline ({case.baseline_ms:.4g} "
                                         f"ms) is already at the bound ({bound:.4g} ms)")
             closed = (case.baseline_ms - case.candidate_ms) / gap
             fractions[case.case] = min(1.0, max(0.0, closed)) if math.isfinite(closed) else 0.0
@@ -49,9 +48,6 @@ class SpeedOfLightScorer:
                             reason=f"closed {reward:.1%} of the gap to the speed of light "
                                    f"(mean over {len(fractions)} cases)",
                             details={"per_case": fractions})
-
-    def _ineligible(self, reason: str) -> ScoreOutcome:
-        return ScoreOutcome(score=0.0, eligible=False, reason=reason)
 
 
 def make_scorer(options: dict[str, Any]) -> SpeedOfLightScorer:

@@ -7,12 +7,11 @@ lower end of the speedup's 95% confidence interval instead (conservative: noise 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
 
-from aka_core import hookimpl
+from aka_core import hookimpl, scoring
 from aka_core.models import EvaluationSummary, ScoreOutcome
 from aka_core.records import ScorerSpec
 
@@ -35,17 +34,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
 }
 
 
-def _is_finite_positive(value: object) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
-
-
 def _check_k(_instance: object, _attribute: object, value: float) -> None:
-    if not _is_finite_positive(value):
+    if not scoring.positive_number(value):
         raise ValueError(f"scorer option k must be a finite number > 0, got {value!r}")
 
 
@@ -59,20 +49,22 @@ class SpeedupScorer:
     )
 
     def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
-        if not evaluation.accepted:
-            return self._ineligible("candidate not accepted")
-        if not evaluation.performance_measured:
-            return self._ineligible("performance not measured on this device")
+        refused = scoring.gate(evaluation, k=self.k)
+        if refused is not None:
+            return refused
         if self.use_ci_lower_bound:
             if evaluation.speedup_ci95 is None:
-                return self._ineligible(
-                    "no 95% confidence interval for the speedup (use_ci_lower_bound is set)"
+                return scoring.ineligible(
+                    "no 95% confidence interval for the speedup (use_ci_lower_bound is set)",
+                    k=self.k,
                 )
             used, speedup = "speedup_ci95_lower", evaluation.speedup_ci95[0]
         else:
             used, speedup = "speedup", evaluation.speedup
-        if not _is_finite_positive(speedup):
-            return self._ineligible(f"{used} is not a finite positive number (got {speedup!r})")
+        if not scoring.positive_number(speedup):
+            return scoring.ineligible(
+                f"{used} is not a finite positive number (got {speedup!r})", k=self.k
+            )
         reward = max(0.0, 1.0 - self.k / speedup)
         verdict = "earns credit" if reward > 0 else "does not exceed k: no credit"
         return ScoreOutcome(
@@ -81,9 +73,6 @@ class SpeedupScorer:
             reason=f"{used} {speedup:.4g}x against k={self.k:g}x {verdict}",
             details={"k": self.k, "scored": used, "speedup": speedup},
         )
-
-    def _ineligible(self, reason: str) -> ScoreOutcome:
-        return ScoreOutcome(score=0.0, eligible=False, reason=reason, details={"k": self.k})
 
 
 def make_scorer(options: dict[str, Any]) -> SpeedupScorer:
