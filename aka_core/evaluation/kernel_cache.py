@@ -25,6 +25,7 @@ first, to ``STORE_LIMIT_BYTES``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -60,6 +61,7 @@ def store() -> Path | None:
     return Path(base) / "aka" / "kernel-cache"
 
 
+@functools.cache
 def _versions() -> dict[str, str]:
     from importlib import metadata
 

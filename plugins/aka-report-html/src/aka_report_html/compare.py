@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any
 
-from aka_report_html import SCRIPT, STYLE, _e, _fmt, _log_axis, _num
+from aka_report_html import STYLE, _e, _fmt, _log_axis, _num, sort_script
 
 RATIO_COLORS = {"faster": "#2da44e", "slower": "#cf222e", "within noise": "#57606a", "n/a": "#8c959f"}
 
@@ -88,7 +88,6 @@ def render(c: Any) -> str:
              f"B ${_fmt(agg.cost_b.get('cost_per_score_usd'))}</p>"
              if agg.cost_a.get("runs_with_cost") or agg.cost_b.get("runs_with_cost") else
              "<p class='note'>No agent reported costs.</p>")
-    script = SCRIPT.replace("heads[5].click(); heads[5].click();", "heads[6].click(); heads[6].click();")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>aka compare</title>
 <style>{STYLE}</style></head>
@@ -110,6 +109,6 @@ them); p: two-sided Wilcoxon signed-rank over tasks.</span></p>
 <tbody>
 {chr(10).join(rows)}
 </tbody></table>
-<script>{script}</script>
+<script>{sort_script(COLUMNS.index('A/B'))}</script>
 </body></html>
 """
