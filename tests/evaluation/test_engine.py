@@ -366,6 +366,7 @@ def scale_add(x, y, alpha):
 """
 
 
+@pytest.mark.slow  # four evaluations
 def test_a_sides_compiled_kernels_return_to_the_same_files_only(
         evaluate_source: EvaluateSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What a runner left in its private cache comes back to the next evaluation of byte-identical

@@ -13,6 +13,7 @@ from aka_core.api import AsyncServiceClient, ServiceClient, ServiceError
 
 from .conftest import ServiceProcess, candidate
 
+pytestmark = pytest.mark.slow  # a service process and one process per evaluation
 TASK = "triton2triton/gelu"
 
 

@@ -46,6 +46,7 @@ def test_the_command_writes_it(tmp_path: Path, capsys) -> None:
     assert out.is_file() and str(out) in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(browser() is None and not os.environ.get("AKA_REQUIRE_BROWSER"),
                     reason="no Chromium here (apt-get install chromium)")
 def test_it_loads_in_headless_chromium(tmp_path: Path) -> None:

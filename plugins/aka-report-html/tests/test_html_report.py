@@ -110,6 +110,7 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     return width, height, [bytes(r[i:i + 3]) for r in rows for i in range(0, stride, bpp)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(browser() is None and not os.environ.get("AKA_REQUIRE_BROWSER"),
                     reason="no Chromium here (apt-get install chromium)")
 def test_the_page_loads_in_headless_chromium_with_its_plots_drawn(tmp_path: Path) -> None:
