@@ -31,7 +31,23 @@ def timed(fn, inputs, recorder=None) -> float:  # type: ignore[no-untyped-def]
     return time.perf_counter() - started
 
 
-def probe(task_id: str) -> None:
+def recorder_first_use() -> None:
+    """The recorder's one-time cost in a fresh process (it imported torch._dynamo before it
+    opted out of Dynamo's wrapping)."""
+    import subprocess
+
+    code = ("import sys, time, torch\n"
+            "from aka_core.evaluation.runner import _OpRecorder\n"
+            "x = torch.randn(8, device='cuda'); torch.cuda.synchronize()\n"
+            "t = time.perf_counter()\n"
+            "with _OpRecorder(set()):\n    torch.empty_like(x).copy_(x)\n"
+            "print(f'recorder first use {time.perf_counter() - t:.3f} s, torch._dynamo imported: '"
+            "f'{\"torch._dynamo\" in sys.modules}, torch {torch.__version__}')\n")
+    print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout,
+          end="")
+
+
+def probe(task_id: str, index: int) -> None:
     from aka_core.evaluation.judge import draw_held_out
     from aka_core.evaluation.runner import _OpRecorder
     from aka_core.host import PluginHost
@@ -43,9 +59,9 @@ def probe(task_id: str) -> None:
     backend = host.backend(task.backend).factory()
     started = time.perf_counter()
     fn = backend.load_callable(ROOT / "tests" / "solutions" / task_id, task.entrypoint,
-                               "aka_probe_side")
+                               f"aka_probe_side{index}")
     print(f"## {task_id}: load {time.perf_counter() - started:.3f} s")
-    make = PythonBackend().load_callable(task.root, task.inputs, "aka_probe_task")
+    make = PythonBackend().load_callable(task.root, task.inputs, f"aka_probe_task{index}")
     cases = list(task.cases)
     if task.held_out_draws:
         cases += draw_held_out(task.held_out_draws, 1)
@@ -66,5 +82,6 @@ def probe(task_id: str) -> None:
 
 
 if __name__ == "__main__":
-    for task_id in sys.argv[1:]:
-        probe(task_id)
+    recorder_first_use()
+    for index, task_id in enumerate(sys.argv[1:]):
+        probe(task_id, index)

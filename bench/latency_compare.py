@@ -35,6 +35,7 @@ def one(site: str, tree: Path, task_id: str) -> dict[str, Any]:
         return {"total_s": total, "error": (proc.stderr or proc.stdout)[-1500:]}
     performance = evaluation.get("performance") or {}
     return {"total_s": total, "phases": evaluation.get("phases_wall"),
+            "kernel_cache": evaluation.get("kernel_cache"),
             "speedup": performance.get("speedup"),
             "cases": [(c.get("case"), c.get("speedup")) for c in performance.get("cases", [])],
             "accepted": (evaluation.get("acceptance") or {}).get("accepted"),

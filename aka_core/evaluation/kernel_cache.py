@@ -18,6 +18,12 @@ files differ from it is discarded (a cold cache). Only regular files are kept (n
 entry over ``ENTRY_LIMIT_BYTES`` is not kept, and the store is trimmed, least recently used
 first, to ``STORE_LIMIT_BYTES``.
 
+Triton's cache names each compiled kernel's files in a group file (``__grp__<name>.json``) by
+absolute path, and counts a kernel whose group names a missing file as not compiled: a cache
+copied to another folder would recompile everything. The store therefore keeps those paths
+relative to the cache folder (``GROUP_ROOT`` stands for it) and the restore points them at the
+new folder.
+
 ``AKA_KERNEL_CACHE``: the store's folder (default ``$XDG_CACHE_HOME/aka/kernel-cache``), or
 ``off`` for a cold cache in every evaluation.
 """
@@ -48,6 +54,8 @@ SIDE_LIMIT_FILES = 5_000
 SKIPPED_PARTS = frozenset({"__pycache__", ".git"})
 INFO = "entry.json"
 TOOLS = ("torch", "triton", "aka-core")
+GROUP_ROOT = "aka-cache:"  # stands for the cache folder in a stored Triton group file
+GROUP_LIMIT_BYTES = 1 << 20
 
 
 def store() -> Path | None:
@@ -136,6 +144,9 @@ def restore(cache_key: str | None, target: Path) -> dict[str, Any]:
                                            for path, _ in copied}
         if found != digests:
             raise OSError("its files differ from its manifest")
+        for path, _ in copied or ():
+            if _is_group(path):
+                path.write_bytes(_group_paths(path.read_bytes(), GROUP_ROOT, str(target)))
         with contextlib.suppress(OSError):
             os.utime(entry)  # recently used: trimmed last
     except (OSError, shutil.Error) as exc:
@@ -143,7 +154,37 @@ def restore(cache_key: str | None, target: Path) -> dict[str, Any]:
         target.mkdir(parents=True, exist_ok=True)
         _discard(entry)
         return {"used": False, "reason": f"entry discarded: {exc}"[:200]}
-    return {"used": True, "files": len(digests), "seconds": round(time.monotonic() - started, 4)}
+    # What the runner starts with, to tell after it whether it added anything.
+    restored = _regular_files(target) or []
+    return {"used": True, "files": len(digests), "bytes": sum(size for _, size in restored),
+            "seconds": round(time.monotonic() - started, 4)}
+
+
+def _is_group(path: Path) -> bool:
+    return path.name.startswith("__grp__") and path.name.endswith(".json")
+
+
+def _group_paths(data: bytes, old: str, new: str) -> bytes:
+    """A Triton group file with each child path under ``old`` moved under ``new``; anything
+    else (not a group, too large, a path elsewhere or climbing out) is left as it is: Triton
+    then recompiles that kernel, which is slower but never wrong."""
+    if len(data) > GROUP_LIMIT_BYTES:
+        return data
+    try:
+        group = json.loads(data)
+    except ValueError:
+        return data
+    children = group.get("child_paths") if isinstance(group, dict) else None
+    if not isinstance(children, dict):
+        return data
+    prefix = old.rstrip("/") + "/"
+    moved = {}
+    for name, path in children.items():
+        if (isinstance(path, str) and path.startswith(prefix)
+                and ".." not in Path(path[len(prefix):]).parts):
+            path = new.rstrip("/") + "/" + path[len(prefix):]
+        moved[name] = path
+    return json.dumps({**group, "child_paths": moved}).encode()
 
 
 def _discard(entry: Path) -> None:
@@ -184,9 +225,8 @@ def save(cache_key: str | None, source: Path, restored: dict[str, Any]) -> dict[
     if files is None:
         return {"saved": False, "reason": f"over {ENTRY_LIMIT_BYTES >> 20} MiB"}
     entry = root / cache_key
-    old = _read_info(entry)
-    if not files or (restored.get("used") and old and old.get("files") == len(files)
-                     and old.get("bytes") == sum(size for _, size in files)):
+    if not files or (restored.get("used") and restored.get("files") == len(files)
+                     and restored.get("bytes") == sum(size for _, size in files)):
         return {"saved": False, "reason": "nothing new"}
     started = time.monotonic()
     fresh = root / f".new-{uuid.uuid4().hex}"
@@ -195,8 +235,11 @@ def save(cache_key: str | None, source: Path, restored: dict[str, Any]) -> dict[
         for path, _ in files:
             rel = path.relative_to(source)
             (fresh / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
+            data = path.read_bytes()
+            if _is_group(path):
+                data = _group_paths(data, str(source), GROUP_ROOT)
             with open(fresh / "files" / rel, "xb") as dst:
-                dst.write(path.read_bytes())
+                dst.write(data)
             digests[rel.as_posix()] = digest(fresh / "files" / rel)
         info = {"files": len(files), "bytes": sum(size for _, size in files),
                 "saved_at": time.time()}

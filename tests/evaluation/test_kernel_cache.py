@@ -138,3 +138,44 @@ def test_native_build_key_ignores_the_sources_folder(tmp_path: Path) -> None:
     assert keys[0] != native.content_key(
         "nvcc 13", [["nvcc", "-o", "{out}/lib.so", str(tmp_path / "two" / "k.cu")]],
         [tmp_path / "two" / "k.cu"])
+
+
+def triton_group(cache: Path, monkeypatch: pytest.MonkeyPatch, write: bool = False
+                 ) -> dict[str, str] | None:
+    """Triton's own cache manager on ``cache``: writes one compiled kernel's files and their
+    group (as a compile does), or looks the group up (as the next compile does)."""
+    cache_module = pytest.importorskip("triton.runtime.cache")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache / "triton"))
+    manager = cache_module.FileCacheManager("KEYOFAKERNEL")
+    if write:
+        children = {"k.cubin": manager.put(b"\x7fELF", "k.cubin"),
+                    "k.json": manager.put("{}", "k.json", binary=False)}
+        manager.put_group("k.json", children)
+    return manager.get_group("k.json")
+
+
+def test_triton_finds_its_kernels_in_a_cache_restored_to_another_folder(
+        store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = tmp_path / "evaluation1" / "cache"
+    assert len(triton_group(first, monkeypatch, write=True) or {}) == 2
+    kernel_cache.save("k", first, {"used": False})
+    stored = (store / "k" / "files" / "triton" / "KEYOFAKERNEL" / "__grp__k.json").read_text()
+    assert str(first) not in stored and kernel_cache.GROUP_ROOT in stored
+    second = tmp_path / "evaluation2" / "cache"
+    restored = kernel_cache.restore("k", second)
+    assert restored["used"]
+    found = triton_group(second, monkeypatch)
+    assert found == {"k.cubin": str(second / "triton" / "KEYOFAKERNEL" / "k.cubin"),
+                     "k.json": str(second / "triton" / "KEYOFAKERNEL" / "k.json")}
+    # The runner compiled nothing new: the entry is not rewritten.
+    assert kernel_cache.save("k", second, restored)["reason"] == "nothing new"
+
+
+def test_a_group_naming_paths_elsewhere_is_kept_as_it_is(store: Path, tmp_path: Path) -> None:
+    group = {"child_paths": {"a": "/etc/passwd", "b": f"{tmp_path}/run/../../x"}}
+    run = compiled(tmp_path / "run", {"triton/K/__grp__a.json": json.dumps(group).encode()})
+    kernel_cache.save("k", run, {"used": False})
+    kernel_cache.restore("k", tmp_path / "back")
+    back = json.loads((tmp_path / "back" / "triton" / "K" / "__grp__a.json").read_text())
+    assert back["child_paths"]["a"] == "/etc/passwd"
+    assert back["child_paths"]["b"] == f"{tmp_path}/run/../../x"  # climbs out: not moved

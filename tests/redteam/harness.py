@@ -145,14 +145,17 @@ def leftover_processes() -> list[int]:
 
 def store_digests() -> dict[str, str]:
     """The files of the judge's store of compiled kernels (``kernel_cache``): an evaluation adds
-    entries for its own sides' files, but nothing of an entry that existed before may change."""
+    entries for its own sides' files, and files to an entry when a side compiled something new
+    (its manifest, ``entry.json``, then changes), but no kernel file that existed before may
+    change or go."""
     from aka_core.evaluation import kernel_cache
 
     root = kernel_cache.store()
     if root is None or not root.is_dir():
         return {}
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*")
-            if p.is_file() and not p.is_symlink() and not p.relative_to(root).parts[0].startswith(".")}
+            if p.is_file() and not p.is_symlink() and p.name != kernel_cache.INFO
+            and not p.relative_to(root).parts[0].startswith(".")}
 
 
 def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
