@@ -34,8 +34,8 @@ HELD_OUT_SEED = 1  # the same held-out shapes in every evaluation: scores compar
 
 
 def stored(tasks: list[str] | None, backends: list[str]) -> list[str]:
-    found = sorted(p.parent.relative_to(SOLUTIONS).as_posix()
-                   for p in SOLUTIONS.rglob("NOTES.md"))
+    found = sorted(p.relative_to(SOLUTIONS).as_posix() for p in SOLUTIONS.glob("*/*")
+                   if p.is_dir() and (ROOT / "tasks" / p.relative_to(SOLUTIONS)).is_dir())
     if tasks:
         return [t for t in found if t in tasks]
     from aka_core.host import PluginHost
