@@ -4,9 +4,7 @@ A sample is a *block*: ``K`` calls of one side, each on its own fresh inputs. Th
 the block behind a "go" word in the judge's arena and answers; the judge then, on its own stream,
 reads a buffer twice the size of L2 (so no line of the inputs is cached, and none is dirty), records
 its start event, copies the block's inputs into the arena (before this copy no input of the block
-exists anywhere the runner can see), reads that buffer again (the copy left L2 full of dirty lines,
-whose write-back would otherwise land in the window: short calls read up to 8% slow against ncu),
-records the window's start, writes "go", waits for the
+exists anywhere the runner can see), records the window's start, writes "go", waits for the
 runner's "done" word and records the window's end. The window, on the judge's events, is
 ``o + K * t``: ``o`` is the fixed cost of handing the GPU from the judge's context to the runner's
 and back (about 0.3 ms on an H200, measured with blocks of one trivial kernel), ``t`` the time of
@@ -300,7 +298,7 @@ class CaseTimer:
             outputs = slots.outputs
             if not touch and self.mode[side] == "eager" and not slots.out_each:
                 outputs = slots.views(reply.get("outputs"))
-            e0, copied, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+            e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             copies: dict[int, list[Any]] = {}
             started = time.monotonic()
             # The stage was written on the default stream: the block's copy must follow it.
@@ -310,10 +308,6 @@ class CaseTimer:
                 e0.record(self.stream)
                 if not touch:
                     slots.inputs_bytes.copy_(self.stage)
-                    copied.record(self.stream)
-                    # The copy leaves L2 full of dirty lines: written back here, not by the
-                    # block's first calls (they read up to 8% slow on short calls otherwise).
-                    self.flush()
                 e1.record(self.stream)
                 cuda_ipc.stream_write(self.stream.cuda_stream, slots.go, n)
                 cuda_ipc.stream_wait_at_least(self.stream.cuda_stream, slots.done, n)
@@ -341,7 +335,7 @@ class CaseTimer:
                                f"clock ({wall_ms:.3f} ms)")
         self.host_check.append(wall_ms - window)
         if not touch:
-            self.copy_ms[side].append(e0.elapsed_time(copied))
+            self.copy_ms[side].append(e0.elapsed_time(e1))
             for j, outs in copies.items():
                 self.audit(side, j, outs, inputs[j] if inputs else None)
             clock("audit")
