@@ -518,12 +518,16 @@ def time_alone(fn: Any, inputs: Mapping[str, Any], flush: L2Reader, calls: int =
 
 
 def measure(judge: Judge) -> None:
-    from aka_core.evaluation import sides
+    from aka_core.evaluation import gpu_state, sides
 
     flush = L2Reader()
     cases_out: list[dict[str, Any]] = []
     perf: dict[str, Any] = {"measured": False, "cases": cases_out}
     judge.result["performance"] = perf
+    states = {"start": gpu_state.Reading()}  # read while the first case runs: clocks at work
+    perf["flush"] = (f"a read of {flush.buffer.numel() * 4 / 2**20:.0f} MiB (twice the L2) before "
+                     "each block, outside its window")
+    perf["gpu_lock_wait_s"] = judge.result["phases"].get("gpu_wait")
     timers = []
     for index, case in enumerate(judge.cases):
         timer = CaseTimer(judge, case, index, flush)
@@ -533,6 +537,7 @@ def measure(judge: Judge) -> None:
     # kernel of it can still run; then the baseline alone.
     judge.runners["candidate"].kill()
     sides.kill_orphans({judge.runners["baseline"].proc.pid})
+    states["end"] = gpu_state.Reading()  # while the clean phase runs
     for timer, record in zip(timers, cases_out, strict=True):
         record["clean"] = timer.clean()
         finish_case(judge, timer, record)
@@ -545,6 +550,7 @@ def measure(judge: Judge) -> None:
                      "baseline and candidate interleaved in secret order, the fixed cost of a "
                      "block (measured with the baseline alone) subtracted; per case the median of "
                      "per-pair ratios, geometric mean over cases, percentile bootstrap 95% CI"))
+    perf["gpu_state"] = {when: reading.result() for when, reading in states.items()}
     steps: dict[str, float] = {}
     for timer in timers:
         for name, seconds in timer.block_steps.items():
