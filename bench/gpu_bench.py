@@ -396,7 +396,9 @@ def table(data: dict[str, Any]) -> str:
                          f"{statistics.median(base) if base else float('nan'):.4f} | {aa} | {rp_txt} |")
     redteam = data.get("redteam", {})
     if redteam:
-        paid = [r for r in redteam.values() if r.get("accepted") or (r.get("score") or 0) > 0]
+        # Paid as the harness judges it: a score, or an accepted evaluation of an exploit that
+        # must fail (one that lists no failure kind computes honestly and may be accepted at 0).
+        paid = [r for r in redteam.values() if "paid:" in (r.get("verdict") or "")]
         lines += ["", f"Red team: {len(redteam)} exploits on the GPU, {len(paid)} paid, "
                   f"{sum(1 for r in redteam.values() if r.get('verdict') == 'caught')} caught "
                   "with the expected verdict", "",
