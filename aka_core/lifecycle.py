@@ -52,6 +52,7 @@ from aka_core.prompt import build_prompt
 from aka_core.records import AgentInvocation
 from aka_core.results import agent_cost_path, write_task_result
 from aka_core.workspace import (
+    changed_since,
     check_and_restore,
     check_outside_workspace,
     digests,
@@ -465,10 +466,24 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                           integrity=integrity_report, evaluation={"failure": {
                               "kind": "infra_error", "message": tampered, "retryable": False}},
                           **base)
+    copy_before = digests(baseline)
     record = evaluate.evaluate(request, log_path=logs / "evaluation.log")
     tampered = evaluator_tampering(ctx)
     if tampered:  # something changed the evaluator while this evaluation ran
         record["failure"] = {"kind": "infra_error", "message": tampered, "retryable": False}
+    copy_changed = changed_since(copy_before, baseline)
+    if copy_changed and not tampered:
+        # The judge read its reference and inputs from this copy: a result is not to be trusted
+        # when it changed or went away meanwhile (nothing the candidate can write: its sandbox
+        # keeps it out), and an evaluation again is the remedy.
+        record["failure"] = {
+            "kind": "infra_error", "retryable": True,
+            "message": f"the run's preserved copy of the task ({baseline}) changed while it was "
+                       f"evaluated ({len(copy_changed)} file(s): {', '.join(copy_changed[:5])}); "
+                       "something outside aka wrote there: not judged, run the task again"}
+        integrity_report = attrs.evolve(integrity_report, outside_changes=(
+            *integrity_report.outside_changes,
+            *(f"baseline/{rel} (preserved copy, during the evaluation)" for rel in copy_changed)))
     record["evaluator_integrity"] = {"files": len(ctx.evaluator.files),
                                      "digest": ctx.evaluator.digest, "unchanged": not tampered}
     gates = evaluate.outcome(record)

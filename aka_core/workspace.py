@@ -85,6 +85,11 @@ def _differences(before: dict[str, str], now: dict[str, str]) -> list[str]:
     return sorted(rel for rel in set(before) | set(now) if before.get(rel) != now.get(rel))
 
 
+def changed_since(before: dict[str, str], root: Path) -> list[str]:
+    """Files of ``root`` added, changed or gone since ``before`` (all of them if ``root`` is)."""
+    return _differences(before, digests(root) if root.is_dir() else {})
+
+
 def check_outside_workspace(task: Task, baseline: Path, task_before: dict[str, str],
                             baseline_before: dict[str, str]) -> list[str]:
     """Task files changed outside the workspace while the agent ran (digests of the task folder

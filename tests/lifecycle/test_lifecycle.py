@@ -319,3 +319,28 @@ def test_baseline_raising_when_called_is_a_task_error(
 
     assert result.status == "error"
     assert "broken when called" in (result.error or "")
+
+
+def test_a_preserved_copy_deleted_during_the_evaluation_is_not_judged(
+    make_task: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aka_core import lifecycle
+    from aka_core.workspace import remove_tree
+
+    make_task("demo/copy_deleted")
+    real = lifecycle.evaluate.evaluate
+
+    def evaluate_then_delete(request: Any, **kwargs: Any) -> dict[str, Any]:
+        record = real(request, **kwargs)
+        remove_tree(Path(request.reference.root))  # something outside aka, while it ran
+        return record
+
+    monkeypatch.setattr(lifecycle.evaluate, "evaluate", evaluate_then_delete)
+    config = write_config(tmp_path / "run.yaml", agent={"template": "noop"})
+
+    (result,) = api.run(config, output_root=tmp_path / "out", host=scripted_host()).results
+
+    assert result.status == "infra_error" and result.score == 0
+    assert "preserved copy of the task" in (result.error or "")
+    assert result.integrity is not None and not result.integrity.evaluator_files_intact
+    assert any("during the evaluation" in c for c in result.integrity.outside_changes)
