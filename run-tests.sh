@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Run the tests, after `ruff check .`.
-#   ./run-tests.sh           the fast tier: everything not marked slow, on every core (a few
-#                            minutes on 2 cores; no docker, Slurm or cross-compilers needed)
+#   ./run-tests.sh           the fast tier: everything not marked slow, on every core (under
+#                            3 minutes on 2 cores; no docker, Slurm or cross-compilers needed)
 #   ./run-tests.sh --all     every tier, one test at a time (what CI runs)
 # Installs first (scripts/install.sh), unless nothing it installs from changed since the last
 # install with this Python. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON="${PYTHON:-python3}"
-tier=(-m "not slow" -n auto)
+# One worker more than cores: many tests wait on subprocesses and timeouts, not on a core.
+# loadgroup: a module's shared run (xdist_group) is built by one worker, not by each.
+tier=(-m "not slow" -n "$(( $(nproc) + 1 ))" --dist loadgroup)
 if [ "${1:-}" = "--all" ]; then
   tier=()
   shift

@@ -30,6 +30,7 @@ def host_with(name: str, fn: Callable[[TaskView], dict[str, str]]) -> PluginHost
     return host
 
 
+@pytest.mark.slow  # 10-17 s: the fast tier stays under 3 minutes
 def test_policy_output_is_evaluated_through_the_whole_lifecycle(
     make_task: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -68,6 +69,7 @@ def test_a_policy_that_raises_fails_only_its_agent_step(
     assert result.status == "completed" and result.pass_correctness is True  # the baseline
 
 
+@pytest.mark.slow  # 10-17 s: the fast tier stays under 3 minutes
 def test_selfcheck_in_a_workspace_sees_visible_cases_only(
     make_task: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -333,6 +333,7 @@ def test_an_interrupted_run_names_the_folder_to_resume(
     assert f"resume with `aka run --resume {(tmp_path / 'run').resolve()}`" in text
 
 
+@pytest.mark.slow  # 10-17 s: the fast tier stays under 3 minutes
 def test_aka_run_keeps_one_format_per_stream_when_logging_json(tmp_path: Path) -> None:
     """Not on a terminal, stderr carries JSON log lines only (the summary is one of them) and
     stdout the run directory only."""

@@ -180,6 +180,7 @@ def test_cached_results_fail_because_every_seed_gets_fresh_inputs(
     assert gates(record) == (True, False)
 
 
+@pytest.mark.slow  # 10-17 s: the fast tier stays under 3 minutes
 def test_inputs_differ_between_seeds_and_between_evaluations(
     evaluate_source: EvaluateSource, tmp_path: Path
 ) -> None:
