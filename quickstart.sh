@@ -3,7 +3,8 @@
 # credentials, no docker). Prints the run directory; look at its reports/report.txt.
 set -euo pipefail
 cd "$(dirname "$0")"
-if ! command -v aka >/dev/null 2>&1 || ! python3 -c 'import aka_core, triton' >/dev/null 2>&1; then
+source scripts/python-env.sh  # PYTHON: $PYTHON, the active virtual environment, or ./.venv
+if ! "$PYTHON" -c 'import aka_core, triton' >/dev/null 2>&1; then
   scripts/install.sh
 fi
-exec aka run configs/quickstart.yaml "$@"
+exec "$PYTHON" -m aka_core.cli run configs/quickstart.yaml "$@"

@@ -7,7 +7,7 @@
 # install with this Python. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")"
-PYTHON="${PYTHON:-python3}"
+source scripts/python-env.sh  # PYTHON: $PYTHON, the active virtual environment, or ./.venv
 # One worker more than cores: many tests wait on subprocesses and timeouts, not on a core.
 # loadgroup: a module's shared run (xdist_group) is built by one worker, not by each.
 tier=(-m "not slow" -n "$(( $(nproc) + 1 ))" --dist loadgroup)
