@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from aka_core import __version__
-from aka_core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, AkaError, UsageError
+from aka_core.errors import EXIT_FAILURE, EXIT_NOT_JUDGED, EXIT_OK, EXIT_USAGE, AkaError, UsageError
 
 log = structlog.get_logger("aka.cli")
 
@@ -174,6 +174,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         _print_json(data)
     else:
         print(_eval_summary(data) if not args.full else dump_yaml(data))
+    if data.get("status") == "infra_error":
+        print("aka eval: not judged: the evaluator or this host failed (infra_error, exit 3); "
+              "the reason is above", file=sys.stderr)
+        return EXIT_NOT_JUDGED
     return EXIT_OK
 
 

@@ -9,6 +9,8 @@ import attrs
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_NOT_JUDGED = 3
+"""`aka eval`: the evaluator or this host failed (an ``infra_error``): not judged, retry."""
 
 
 class AkaError(Exception):

@@ -307,10 +307,25 @@ class Judge:
     def _build_failed(self, side: str, reply: Mapping[str, Any]) -> None:
         message = str(reply.get("message", ""))[:6000]
         where = {"file": reply.get("file"), "line": reply.get("line"), "side": side}
+        # A host that cannot build this backend's code at all (no compiler, no headers) judges
+        # nobody: asked of the backend here, in the judge, never taken from a runner's words.
+        unable = self.host_cannot_build()
+        if unable is not None:
+            raise JudgeFailure(INFRA, f"this host cannot build {self.req.backend} code ({unable}); "
+                               f"the {side} was not judged: install the toolchain, or evaluate "
+                               f"where it is (the {side}'s build said: {message[:500]})", **where)
         if side == "candidate":
             raise JudgeFailure("compile", f"candidate does not build: {message}", **where)
         kind = INFRA if _missing_tool(message) else "task_error"
         raise JudgeFailure(kind, f"baseline does not build: {message}", **where)
+
+    def host_cannot_build(self) -> str | None:
+        """Why this host cannot build the task's backend (its ``readiness``), or None."""
+        try:
+            readiness = plugin_host().backend(self.req.backend).factory().readiness()
+        except Exception:  # a broken readiness check says nothing either way
+            return None
+        return None if readiness.build else str(readiness.detail)
 
     def side_failure(self, side: str, exc: SideFailure, phase: str) -> JudgeFailure:
         """A runner's failure as the evaluation's: the candidate's fault, or the task's/host's."""

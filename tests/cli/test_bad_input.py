@@ -366,3 +366,30 @@ def test_eval_on_a_gpu_this_host_lacks_is_a_usage_error(
     task = write_task(tmp_path / "tasks")
     code, text = run_aka(capsys, "eval", task, "--candidate", task, "--device", "cuda")
     assert_clear(code, text, "this host has none PyTorch can see")
+
+
+def test_a_native_task_on_a_host_without_its_compiler_is_not_judged(tmp_path: Path) -> None:
+    # A torch2hip task: the baseline is PyTorch, only the candidate needs clang. Without one the
+    # candidate must not be blamed (the judge asks the backend whether this host can build).
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("aka_backend_hip")
+    repo = Path(__file__).resolve().parents[2]
+    tools = tmp_path / "bin"  # a PATH with this Python and no compiler at all
+    tools.mkdir()
+    for name in ("sh", "env", "uname", "nproc"):
+        found = Path("/usr/bin", name)
+        if found.exists():
+            (tools / name).symlink_to(found)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{tools}"}
+    env.pop("AKA_HIP_CLANG", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "aka_core.cli", "eval", str(repo / "tasks/torch2hip/silu_and_mul"),
+         "--candidate", str(repo / "tests/solutions/torch2hip/silu_and_mul"), "--no-timing"],
+        capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "this host cannot build hip code" in done.stdout
+    assert "the candidate was not judged" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
