@@ -62,10 +62,14 @@ def plan(*, workspace: Path, private_home: Path, protected: Iterable[str | Path]
     private home and ``writable`` come back read-write.
     """
     from aka_core import integrity
+    from aka_core.schema_validation import schemas_directory
 
     hidden = {os.path.realpath(p) for p in (*protected, *ALWAYS_HIDDEN, str(Path.home()))}
+    # aka's JSON Schemas too: in a checkout (editable install) they lie beside the package, and a
+    # checkout under $HOME or /tmp is hidden (`aka selfcheck` in the workspace validates with them).
     read_only = {os.path.realpath(p) for p in (*readable, sys.prefix, sys.base_prefix,
-                                                *map(str, integrity.package_folders()))}
+                                                *map(str, integrity.package_folders()),
+                                                str(schemas_directory()))}
     read_only.update(str(install_root(Path(p))) for p in programs)
     home = Path.home().resolve()
     for entry in (search_path or "").split(os.pathsep):
