@@ -5,13 +5,16 @@
 #   bash bench/device_steps.sh 1     # first-call cost probe; red team, first half
 #   bash bench/device_steps.sh 2     # red team, second half; aka eval latency against the old engine
 #   bash bench/device_steps.sh 3     # the reward service: evaluations per GPU-minute, warm p50
+#   bash bench/device_steps.sh 4     # A/A and 2x work on every GPU task (issue 12)
+#   bash bench/device_steps.sh 5     # aka against ncu on every stored solution (issue 12)
+# Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 2) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1, 2 or 3}"
+step="${1:?step 1 to 5}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -42,5 +45,12 @@ case "$step" in
     python3 bench/service_bench.py --out "$out/service" --repeats 4 --in-flight 64 --per-gpu 2 \
       --warm 5 --serial 2>&1 | tail -30
     ;;
-  *) echo "step 1, 2 or 3" >&2; exit 2 ;;
+  4)
+    python3 bench/gpu_bench.py --out "$out/aa" --sections aa,double --aa-repeats 1 \
+      --deadline-s 540 2>&1 | tail -30
+    ;;
+  5)
+    python3 bench/ncu_accuracy.py --out "$out/ncu" --reps 3 --deadline-s 480 2>&1 | tail -80
+    ;;
+  *) echo "step 1 to 5" >&2; exit 2 ;;
 esac
