@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the GPU still has to prove, in steps that each fit one device call (10 minutes), most
+# What the GPU still has to prove, in steps that each fit one GPU run of at most 10 minutes, most
 # important first. Run on the device machine from the repository root, with .whl (and .whl-old,
 # .old-tree for step 2's latency comparison) carried:
 #   bash bench/device_steps.sh 1     # first-call cost probe; red team, first half
