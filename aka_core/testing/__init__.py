@@ -1,8 +1,8 @@
 """aka's test kit: fixtures (via the ``aka`` pytest plugin) and the contract suites that plugin
 test suites subclass: ``ScorerContract``, ``AgentContract``, ``BackendContract``,
-``ExecutorContract``, and for agents built on the CLI runtime ``CliAgentContract``, which runs them
-against a fake CLI (``aka_core.testing.fake_cli``). See ``aka_core.testing.contracts`` and
-``aka_core.testing.cli_contract`` for how to use them."""
+``ExecutorContract``, ``TaskFormatContract``, and for agents built on the CLI runtime
+``CliAgentContract``, which runs them against a fake CLI (``aka_core.testing.fake_cli``). See
+``aka_core.testing.contracts`` and ``aka_core.testing.cli_contract`` for how to use them."""
 
 import pytest
 
@@ -17,6 +17,7 @@ from aka_core.testing.contracts import (  # noqa: E402
     ExecutorContract,
     PluginContract,
     ScorerContract,
+    TaskFormatContract,
 )
 from aka_core.testing.fake_cli import FakeCli, Reply, Requires, Script  # noqa: E402
 
@@ -34,4 +35,5 @@ __all__ = [
     "Requires",
     "ScorerContract",
     "Script",
+    "TaskFormatContract",
 ]

@@ -12,7 +12,8 @@ attributes or as pytest fixtures of the same names (a fixture wins; use one when
         options = {"k": 1.05}          # optional; default {}
 
 Names a subclass may set: ``record`` (required), ``options`` (scorer, agent, executor),
-``task_id`` (agent), ``task_ids`` (executor). Fixtures a subclass's own tests may use: ``spec``
+``task_id`` (agent), ``task_ids`` (executor), ``task_folder`` (task format: a fixture that makes
+one task folder of the format in ``tmp_path``). Fixtures a subclass's own tests may use: ``spec``
 (the checked record) and the built plugin: ``scorer``, ``agent``, ``backend``, ``executor``.
 """
 
@@ -28,7 +29,7 @@ from typing import Any, ClassVar, get_args
 import pytest
 from jsonschema import Draft202012Validator
 
-from aka_core.errors import BuildError
+from aka_core.errors import BuildError, ConfigError
 from aka_core.models import AgentExecution, AgentStatus, EvaluationSummary, ScoreOutcome
 from aka_core.records import (
     Agent,
@@ -42,6 +43,8 @@ from aka_core.records import (
     PluginRecord,
     Scorer,
     ScorerSpec,
+    TaskFormat,
+    TaskFormatSpec,
 )
 from aka_core.testing.fixtures import DEFAULT_TASK_ID
 
@@ -281,3 +284,57 @@ class ExecutorContract(PluginContract):
         calls: list[str] = []
         executor.execute(tmp_path / "run", [], calls.append)
         assert calls == []
+
+
+# --------------------------------------------------------------------------- task formats
+
+
+class TaskFormatContract(PluginContract):
+    """A task format recognises its folders (and no empty one) and loads them into a task whose
+    every named file exists, whose cases and tolerances are given, and whose ids stay as given;
+    a folder it does not recognise is a ``ConfigError``, never a crash."""
+
+    record_type = TaskFormatSpec
+
+    @pytest.fixture
+    def task_format(self, spec: TaskFormatSpec) -> TaskFormat:
+        fmt = spec.factory()
+        assert isinstance(fmt, TaskFormat), f"{spec.name}'s factory must return a TaskFormat"
+        return fmt
+
+    @pytest.fixture
+    def folder(self, request: pytest.FixtureRequest) -> Path:
+        folder = provided(request, "task_folder")
+        assert isinstance(folder, Path) and folder.is_dir(), "task_folder must be a folder"
+        return folder
+
+    def test_recognises_its_folder_and_not_an_empty_one(
+        self, task_format: TaskFormat, folder: Path, tmp_path: Path
+    ) -> None:
+        assert task_format.is_task_dir(folder)
+        empty = tmp_path / "contract-empty"
+        empty.mkdir()
+        assert not task_format.is_task_dir(empty)
+        assert not task_format.is_task_dir(tmp_path / "contract-missing")
+
+    def test_loads_a_task_whose_files_exist(
+        self, spec: TaskFormatSpec, task_format: TaskFormat, folder: Path
+    ) -> None:
+        task = task_format.load(folder, "family/contract")
+        assert task.id == "family/contract" and task.format == spec.name
+        root = Path(task.root)
+        for ref in (task.entrypoint, task.reference, task.baseline, task.inputs):
+            file_name = ref.partition(":")[0]
+            assert (root / file_name).is_file(), f"{ref} names no file below {root}"
+        assert task.editable and all((root / f).is_file() for f in task.editable)
+        assert task.cases, "a task has at least one case"
+        assert task.tolerance, "a task gives tolerances for its floating-point outputs"
+
+    def test_a_folder_it_does_not_recognise_is_a_config_error(
+        self, task_format: TaskFormat, tmp_path: Path
+    ) -> None:
+        empty = tmp_path / "contract-not-a-task"
+        empty.mkdir()
+        (empty / "notes.txt").write_text("not a task\n", encoding="utf-8")
+        with pytest.raises(ConfigError):
+            task_format.load(empty, "family/none")

@@ -10,6 +10,7 @@ from aka_core.errors import ConfigError
 from aka_core.host import PluginHost
 from aka_core.models import Case, Tolerance
 from aka_core.operator_tasks import OperatorTaskFormat, load_task
+from aka_core.testing import TaskFormatContract
 
 REPO_TASKS = Path(__file__).resolve().parents[2] / "tasks"
 
@@ -206,3 +207,17 @@ def test_repository_tasks_that_are_complete_load(bare_host: PluginHost) -> None:
     for folder in folders:
         task = load_task(folder, folder.relative_to(REPO_TASKS).as_posix(), bare_host)
         assert task.cases
+
+
+class TestOperatorFormatContract(TaskFormatContract):
+    @pytest.fixture
+    def record(self):  # type: ignore[no-untyped-def]
+        from aka_core.builtins import aka_register_tasks
+
+        return aka_register_tasks()[0]
+
+    @pytest.fixture
+    def task_folder(self, tmp_path: Path) -> Path:
+        from aka_core.testing.fixtures import write_task
+
+        return write_task(tmp_path / "tasks")

@@ -6,12 +6,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from aka_tasks_kernelbench import KernelBenchFormat, aka_register_tasks
 
 from aka_core.errors import ConfigError
+from aka_core.testing import TaskFormatContract
 
 pytest.importorskip("torch")
-
-from aka_tasks_kernelbench import KernelBenchFormat
 
 PROBLEM = '''\
 import torch
@@ -171,3 +171,13 @@ def test_a_wrong_model_new_fails_correctness_end_to_end(tmp_path: Path) -> None:
     result = run_end_to_end(tmp_path, NO_RELU)
     assert result.status == "completed" and not result.pass_correctness
     assert not result.candidate_accepted and result.score == 0
+
+
+class TestKernelBenchContract(TaskFormatContract):
+    @pytest.fixture
+    def record(self):  # type: ignore[no-untyped-def]
+        return aka_register_tasks()[0]
+
+    @pytest.fixture
+    def task_folder(self, tmp_path: Path) -> Path:
+        return problem_folder(tmp_path)
