@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/python-env.sh  # PYTHON: $PYTHON, the active virtual environment, or ./.venv
 # One worker more than cores: many tests wait on subprocesses and timeouts, not on a core.
-# loadgroup: a module's shared run (xdist_group) is built by one worker, not by each.
-tier=(-m "not slow" -n "$(( $(nproc) + 1 ))" --dist loadgroup)
+# loadscope: a module's tests run on one worker, so a module's shared run is built once.
+tier=(-m "not slow" -n "$(( $(nproc) + 1 ))" --dist loadscope)
 if [ "${1:-}" = "--all" ]; then
   tier=()
   shift

@@ -368,6 +368,7 @@ def test_eval_on_a_gpu_this_host_lacks_is_a_usage_error(
     assert_clear(code, text, "this host has none PyTorch can see")
 
 
+@pytest.mark.slow  # 15 s: a whole evaluation in a subprocess
 def test_a_native_task_on_a_host_without_its_compiler_is_not_judged(tmp_path: Path) -> None:
     # A torch2hip task: the baseline is PyTorch, only the candidate needs clang. Without one the
     # candidate must not be blamed (the judge asks the backend whether this host can build).

@@ -21,9 +21,6 @@ from aka_core.host import PluginHost
 from aka_core.testing.fixtures import write_task
 from aka_core.yamlio import dump_yaml
 
-# One worker builds the module's shared run (see run-tests.sh: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("cli-shared-run")
-
 REPO = Path(__file__).resolve().parents[2]
 KINDS = {"task_format", "agent", "backend", "scorer", "executor"}
 

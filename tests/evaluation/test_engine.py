@@ -209,112 +209,120 @@ def test_inputs_differ_between_seeds_and_between_evaluations(
 # --------------------------------------------------------------------------- isolation
 
 
-def test_candidate_that_aborts_crashes_its_runner_only(evaluate_source: EvaluateSource) -> None:
-    record = evaluate_source("import os\n\n\ndef scale_add(x, y, alpha):\n    os.abort()\n")
+class TestIsolation:
+    """A class of its own: the fast tier (``--dist loadscope``) runs it beside the rest of
+    this module, on another worker."""
 
-    failure = record["failure"]
-    assert (failure["kind"], failure["phase"]) == ("crashed", "correctness"), failure
-    assert "SIGABRT" in failure["message"]
-    assert gates(record) == (True, False)
+    @staticmethod
+    def test_candidate_that_aborts_crashes_its_runner_only(evaluate_source: EvaluateSource) -> None:
+        record = evaluate_source("import os\n\n\ndef scale_add(x, y, alpha):\n    os.abort()\n")
 
-
-def test_hanging_candidate_is_killed_at_the_phase_timeout_with_its_children(
-    evaluate_source: EvaluateSource, tmp_path: Path
-) -> None:
-    pids = tmp_path / "pids.json"
-    started = time.monotonic()
-    record = evaluate_source(f"""\
-        import json
-        import os
-        import subprocess
-        import time
+        failure = record["failure"]
+        assert (failure["kind"], failure["phase"]) == ("crashed", "correctness"), failure
+        assert "SIGABRT" in failure["message"]
+        assert gates(record) == (True, False)
 
 
-        def scale_add(x, y, alpha):
-            child = subprocess.Popen(["sleep", "600"])
-            with open({str(pids)!r}, "w") as f:
-                json.dump({{"runner": os.getpid(), "child": child.pid}}, f)
-            time.sleep(600)
-        """, timeouts=Timeouts(compile_seconds=60, correctness_seconds=3, timing_seconds=60),
-        confinement="off")
-    elapsed = time.monotonic() - started
-
-    failure = record["failure"]
-    assert (failure["kind"], failure["phase"]) == ("timeout", "correctness"), failure
-    assert "limit of 3 s" in failure["message"]
-    assert gates(record) == (True, False)
-    assert elapsed < 60, "the parent must not wait for the candidate"
-    spawned = json.loads(pids.read_text())
-    try:
-        assert process_gone(spawned["runner"]), "the runner survived its timeout"
-        assert process_gone(spawned["child"]), "a child of the runner survived the timeout"
-    finally:  # never leave the test's own sleepers behind, even when the engine failed
-        for pid in spawned.values():
-            if not process_gone(pid, within=0):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+    @staticmethod
+    def test_hanging_candidate_is_killed_at_the_phase_timeout_with_its_children(
+        evaluate_source: EvaluateSource, tmp_path: Path
+    ) -> None:
+        pids = tmp_path / "pids.json"
+        started = time.monotonic()
+        record = evaluate_source(f"""\
+            import json
+            import os
+            import subprocess
+            import time
 
 
-def test_junk_on_stdout_and_stderr_does_not_break_the_protocol(
-    evaluate_source: EvaluateSource, tmp_path: Path
-) -> None:
-    fake = json.dumps({"event": "result", "result": {"correctness": {"passed": False}}})
-    record = evaluate_source(f"""\
-        import os
-        import sys
+            def scale_add(x, y, alpha):
+                child = subprocess.Popen(["sleep", "600"])
+                with open({str(pids)!r}, "w") as f:
+                    json.dump({{"runner": os.getpid(), "child": child.pid}}, f)
+                time.sleep(600)
+            """, timeouts=Timeouts(compile_seconds=60, correctness_seconds=3, timing_seconds=60),
+            confinement="off")
+        elapsed = time.monotonic() - started
 
-        print({fake!r})
-        print('{{"event": "phase", "phase": "done"}}')
+        failure = record["failure"]
+        assert (failure["kind"], failure["phase"]) == ("timeout", "correctness"), failure
+        assert "limit of 3 s" in failure["message"]
+        assert gates(record) == (True, False)
+        assert elapsed < 60, "the parent must not wait for the candidate"
+        spawned = json.loads(pids.read_text())
+        try:
+            assert process_gone(spawned["runner"]), "the runner survived its timeout"
+            assert process_gone(spawned["child"]), "a child of the runner survived the timeout"
+        finally:  # never leave the test's own sleepers behind, even when the engine failed
+            for pid in spawned.values():
+                if not process_gone(pid, within=0):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
 
 
-        def scale_add(x, y, alpha):
+    @staticmethod
+    def test_junk_on_stdout_and_stderr_does_not_break_the_protocol(
+        evaluate_source: EvaluateSource, tmp_path: Path
+    ) -> None:
+        fake = json.dumps({"event": "result", "result": {"correctness": {"passed": False}}})
+        record = evaluate_source(f"""\
+            import os
+            import sys
+
             print({fake!r})
-            print("junk " * 5000)
-            sys.stderr.write('{{"event": "result"\\n')
-            os.write(1, b"\\xff\\xfe binary junk without a newline")
-            os.write(2, b"\\x00\\x01\\x02")
-            return x + alpha * y
-        """)
-
-    assert "failure" not in record, record.get("failure")
-    assert gates(record) == (True, True)
-    assert len(record["correctness"]["checks"]) == 2
-    log = Path(record["logs"]["candidate"]).read_bytes() if "logs" in record else Path(
-        record["worker_log"]).with_suffix(".candidate.log").read_bytes()
-    assert b"binary junk" in log, "the candidate's output belongs in its runner's log"
+            print('{{"event": "phase", "phase": "done"}}')
 
 
-def test_secret_seed_and_credentials_are_not_in_the_runners_environment_or_argv(
-    evaluate_source: EvaluateSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    secret = 0x2F1E3D4C5B6A7988
-    monkeypatch.setattr(evaluate.secrets, "randbits", lambda bits: secret)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-must-not-reach-the-candidate")
-    dump = tmp_path / "seen_by_candidate.json"
-    record = evaluate_source(f"""\
-        import json
-        import os
-        import sys
+            def scale_add(x, y, alpha):
+                print({fake!r})
+                print("junk " * 5000)
+                sys.stderr.write('{{"event": "result"\\n')
+                os.write(1, b"\\xff\\xfe binary junk without a newline")
+                os.write(2, b"\\x00\\x01\\x02")
+                return x + alpha * y
+            """)
+
+        assert "failure" not in record, record.get("failure")
+        assert gates(record) == (True, True)
+        assert len(record["correctness"]["checks"]) == 2
+        log = Path(record["logs"]["candidate"]).read_bytes() if "logs" in record else Path(
+            record["worker_log"]).with_suffix(".candidate.log").read_bytes()
+        assert b"binary junk" in log, "the candidate's output belongs in its runner's log"
 
 
-        def scale_add(x, y, alpha):
-            with open("/proc/self/cmdline", "rb") as f:
-                cmdline = f.read().decode(errors="replace")
-            with open({str(dump)!r}, "w") as f:
-                json.dump({{"environ": dict(os.environ), "argv": sys.argv, "cmdline": cmdline,
-                           "cwd_files": os.listdir(".")}}, f)
-            return x + alpha * y
-        """, confinement="off")
+    @staticmethod
+    def test_secret_seed_and_credentials_are_not_in_the_runners_environment_or_argv(
+        evaluate_source: EvaluateSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        secret = 0x2F1E3D4C5B6A7988
+        monkeypatch.setattr(evaluate.secrets, "randbits", lambda bits: secret)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-must-not-reach-the-candidate")
+        dump = tmp_path / "seen_by_candidate.json"
+        record = evaluate_source(f"""\
+            import json
+            import os
+            import sys
 
-    assert gates(record) == (True, True)
-    seen = dump.read_text()
-    assert json.loads(seen)["argv"], "the dump is empty: the candidate did not run"
-    assert "sk-test-must-not-reach-the-candidate" not in seen, "credentials reach the candidate"
-    for form in (str(secret), hex(secret), hex(secret)[2:]):
-        assert form not in seen, f"the candidate can read the secret seed ({form})"
-        assert form not in json.dumps(record, default=str), "the secret is in the record"
-        for log in Path(record["worker_log"]).parent.glob("*.log"):
-            assert form not in log.read_text(errors="replace"), f"the secret is in {log.name}"
+
+            def scale_add(x, y, alpha):
+                with open("/proc/self/cmdline", "rb") as f:
+                    cmdline = f.read().decode(errors="replace")
+                with open({str(dump)!r}, "w") as f:
+                    json.dump({{"environ": dict(os.environ), "argv": sys.argv, "cmdline": cmdline,
+                               "cwd_files": os.listdir(".")}}, f)
+                return x + alpha * y
+            """, confinement="off")
+
+        assert gates(record) == (True, True)
+        seen = dump.read_text()
+        assert json.loads(seen)["argv"], "the dump is empty: the candidate did not run"
+        assert "sk-test-must-not-reach-the-candidate" not in seen, "credentials reach the candidate"
+        for form in (str(secret), hex(secret), hex(secret)[2:]):
+            assert form not in seen, f"the candidate can read the secret seed ({form})"
+            assert form not in json.dumps(record, default=str), "the secret is in the record"
+            for log in Path(record["worker_log"]).parent.glob("*.log"):
+                assert form not in log.read_text(errors="replace"), f"the secret is in {log.name}"
 
 
 # --------------------------------------------------------------------------- the task's own faults

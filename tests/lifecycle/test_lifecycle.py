@@ -31,9 +31,6 @@ from aka_core.results import read_task_result
 from aka_core.testing.fixtures import write_task
 from aka_core.yamlio import dump_yaml, load_plain_yaml
 
-# One worker builds the module's shared run (see run-tests.sh: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("lifecycle-shared-run")
-
 GOOD_KERNEL = '''\
 import torch
 
