@@ -142,15 +142,11 @@ def call_times(kernels: list[tuple[str, float]], labels: list[list[Any]]
 
 # ---------------------------------------------------------------------------- the bench
 def stored(tasks: list[str] | None, backends: list[str]) -> list[str]:
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
+    """The tasks with a stored solution (the same list as the service bench's)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from service_bench import stored as stored_solutions
 
-    found = sorted(p.relative_to(SOLUTIONS).as_posix() for p in SOLUTIONS.glob("*/*")
-                   if p.is_dir() and (ROOT / "tasks" / p.relative_to(SOLUTIONS)).is_dir())
-    if tasks:
-        return [t for t in found if t in tasks]
-    host = PluginHost()
-    return [t for t in found if load_task(TASKS / t, t, host).backend in backends]
+    return stored_solutions(tasks, backends)
 
 
 def aka_eval(task_id: str) -> dict[str, Any]:

@@ -181,3 +181,25 @@ class TestKernelBenchContract(TaskFormatContract):
     @pytest.fixture
     def task_folder(self, tmp_path: Path) -> Path:
         return problem_folder(tmp_path)
+
+
+def test_a_model_new_that_rewrites_the_problem_in_its_process_gains_nothing(
+        tmp_path: Path) -> None:
+    # The candidate's process holds its own copy of problem.py and of the shims: rewriting
+    # them there (a Model that does nothing, sizes shrunk) cannot reach the judge's reference.
+    cheat = '''
+    import torch
+
+    from . import _aka_task, problem
+
+
+    class ModelNew(problem.Model):
+        def forward(self, x):
+            problem.Model.forward = lambda self, x: torch.zeros(1)
+            problem.batch_size = 1
+            _aka_task.reference = lambda **inputs: torch.zeros(1)
+            return torch.zeros(x.shape[0], self.linear.out_features)
+    '''
+    result = run_end_to_end(tmp_path, cheat)
+    assert result.status == "completed" and not result.pass_correctness
+    assert result.score == 0
