@@ -16,6 +16,8 @@ Inputs come from the problem's get_inputs() under aka's seed, on the evaluation'
 reference and the baseline are the problem's Model; sizes are the problem's module constants,
 set per case (held-out cases draw batch_size)."""
 
+import contextlib
+
 import torch
 
 from . import problem
@@ -31,13 +33,20 @@ def _configure(params):
             setattr(problem, name, int(value))
 
 
+@contextlib.contextmanager
+def _seeded(seed, device):
+    """Tensors made on ``device`` from ``seed``; the caller's random state is left as it was."""
+    cuda = str(device).startswith("cuda")
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else []), \
+            torch.device(device):
+        torch.manual_seed(seed)
+        yield
+
+
 def make_inputs(case, seed, device):
     params = {{k: int(v) for k, v in case.items() if k in CONSTANTS}}
     _configure(params)
-    cuda = str(device).startswith("cuda")
-    devices = [torch.cuda.current_device()] if cuda else []
-    with torch.random.fork_rng(devices=devices), torch.device(device):
-        torch.manual_seed(seed)
+    with _seeded(seed, device):
         values = problem.get_inputs()
     inputs = {{f"kb_{{k}}": v for k, v in params.items()}}
     for i, value in enumerate(values):
@@ -49,10 +58,7 @@ def _model(cls, params, device):
     key = (cls, tuple(sorted(params.items())), str(device))
     if key not in _models:
         _configure(params)
-        cuda = str(device).startswith("cuda")
-        devices = [torch.cuda.current_device()] if cuda else []
-        with torch.random.fork_rng(devices=devices), torch.device(device):
-            torch.manual_seed(INIT_SEED)
+        with _seeded(INIT_SEED, device):
             _models[key] = cls(*problem.get_init_inputs()).to(device).eval()
     return _models[key]
 
