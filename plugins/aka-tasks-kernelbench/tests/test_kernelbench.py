@@ -6,55 +6,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from aka_tasks_kernelbench import KernelBenchFormat, aka_register_tasks
+from aka_tasks_kernelbench import KernelBenchFormat, aka_register_tasks, example
+from aka_tasks_kernelbench.example import FASTER, PROBLEM
 
 from aka_core.errors import ConfigError
 from aka_core.testing import TaskFormatContract
 
 pytest.importorskip("torch")
-
-PROBLEM = '''\
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    """A linear layer followed by ReLU."""
-
-    def __init__(self, in_features, out_features):
-        super().__init__()
-        self.linear = nn.Linear(in_features, out_features)
-
-    def forward(self, x):
-        return torch.relu(self.linear(x))
-
-
-batch_size = 8
-in_features = 32
-out_features = 16
-
-
-def get_inputs():
-    return [torch.randn(batch_size, in_features)]
-
-
-def get_init_inputs():
-    return [in_features, out_features]
-'''
-
-FASTER = '''\
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, in_features, out_features):
-        super().__init__()
-        self.linear = nn.Linear(in_features, out_features)
-
-    def forward(self, x):
-        return torch.addmm(self.linear.bias, x, self.linear.weight.t()).clamp_min(0)
-'''
 
 NO_RELU = FASTER.replace(".clamp_min(0)", "")
 
@@ -67,12 +25,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def problem_folder(root: Path, name: str = "linear_relu", **files: str) -> Path:
-    folder = root / "problems" / "level1" / name
-    folder.mkdir(parents=True)
-    (folder / "19_Linear_ReLU.py").write_text(PROBLEM)
-    for file_name, text in files.items():
-        (folder / file_name).write_text(text)
-    return folder
+    return example.write(root / "problems" / "level1" / name, **files)
 
 
 def test_a_problem_folder_is_a_task_and_the_users_folder_is_left_alone(tmp_path: Path,
@@ -182,24 +135,3 @@ class TestKernelBenchContract(TaskFormatContract):
     def task_folder(self, tmp_path: Path) -> Path:
         return problem_folder(tmp_path)
 
-
-def test_a_model_new_that_rewrites_the_problem_in_its_process_gains_nothing(
-        tmp_path: Path) -> None:
-    # The candidate's process holds its own copy of problem.py and of the shims: rewriting
-    # them there (a Model that does nothing, sizes shrunk) cannot reach the judge's reference.
-    cheat = '''
-    import torch
-
-    from . import _aka_task, problem
-
-
-    class ModelNew(problem.Model):
-        def forward(self, x):
-            problem.Model.forward = lambda self, x: torch.zeros(1)
-            problem.batch_size = 1
-            _aka_task.reference = lambda **inputs: torch.zeros(1)
-            return torch.zeros(x.shape[0], self.linear.out_features)
-    '''
-    result = run_end_to_end(tmp_path, cheat)
-    assert result.status == "completed" and not result.pass_correctness
-    assert result.score == 0
