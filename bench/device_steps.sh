@@ -2,11 +2,13 @@
 # What the GPU still has to prove, in steps that each fit one GPU run of at most 10 minutes, most
 # important first. Run on the device machine from the repository root, with .whl (and .whl-old,
 # .old-tree for step 2's latency comparison) carried:
-#   bash bench/device_steps.sh 1     # first-call cost probe; red team, first half
-#   bash bench/device_steps.sh 2     # red team, second half; aka eval latency against the old engine
+#   bash bench/device_steps.sh 1     # red team, first half
+#   bash bench/device_steps.sh 2     # red team, second half
 #   bash bench/device_steps.sh 3     # the reward service: evaluations per GPU-minute, warm p50
 #   bash bench/device_steps.sh 4     # A/A and 2x work on every GPU task (issue 12)
 #   bash bench/device_steps.sh 5     # aka against ncu on every stored solution (issue 12)
+#   bash bench/device_steps.sh 6     # latency: old engine, now, now with 2 ms blocks; A/A and 2x
+#                                    # work at 4 and at 2 ms blocks (the default is chosen by it)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 2) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
@@ -14,7 +16,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 5}"
+step="${1:?step 1 to 6}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -31,15 +33,12 @@ PY
 T3="triton2triton/gelu torch2triton/gemm_bias_gelu torch2cuda/silu_and_mul"
 case "$step" in
   1)
-    python3 bench/first_call_probe.py $T3 2>&1 | tee "$out/first_call_probe.txt"
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 420 \
       --exploits $(exploits 1) 2>&1 | tail -40
     ;;
   2)
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 360 \
       --exploits $(exploits 2) 2>&1 | tail -40
-    python3 bench/latency_compare.py --out "$out/latency" --engine old=/opt/aka-old:.old-tree \
-      --engine new=/opt/aka-site:. --repeats 2 $T3 2>&1 | tail -8
     ;;
   3)
     python3 bench/service_bench.py --out "$out/service" --repeats 4 --in-flight 64 --per-gpu 2 \
@@ -52,5 +51,29 @@ case "$step" in
   5)
     python3 bench/ncu_accuracy.py --out "$out/ncu" --reps 3 --deadline-s 480 2>&1 | tail -80
     ;;
-  *) echo "step 1 to 5" >&2; exit 2 ;;
+  6)
+    # The same tasks, their timed blocks aimed at 2 ms (runners read /opt, not /tmp).
+    python3 - <<'PY'
+import shutil
+from pathlib import Path
+from aka_core.yamlio import dump_yaml, load_plain_yaml
+dest = Path("/opt/aka-b2tree")
+shutil.rmtree(dest, ignore_errors=True)
+shutil.copytree("tasks", dest / "tasks")
+shutil.copytree("tests/solutions", dest / "tests" / "solutions")
+for task_yaml in (dest / "tasks").rglob("task.yaml"):
+    doc = load_plain_yaml(task_yaml)
+    doc.setdefault("timing", {})["block_ms"] = 2.0
+    task_yaml.write_text(dump_yaml(doc))
+PY
+    python3 bench/latency_compare.py --out "$out/latency" --engine old=/opt/aka-old:.old-tree \
+      --engine new=/opt/aka-site:. --engine b2=/opt/aka-site:/opt/aka-b2tree --repeats 2 $T3 \
+      2>&1 | tail -8
+    AA="triton2triton/gelu triton2triton/embedding_gather triton2triton/softmax"
+    for ms in 4 2; do
+      python3 bench/gpu_bench.py --out "$out/aa-$ms" --block-ms $ms --sections aa,double \
+        --aa-repeats 2 --tasks $AA --deadline-s 100 2>&1 | tail -12
+    done
+    ;;
+  *) echo "step 1 to 6" >&2; exit 2 ;;
 esac

@@ -127,16 +127,19 @@ def run_item(section: str, task_id: str, tmp: Path) -> Any:
                 "log_tail": next((c.get("log_tail") for c in report["checks"]
                                   if c.get("log_tail")), None)}
     if section == "replay":
-        return perf_summary(evaluate(task_id, SOLUTIONS / task_id))
+        return perf_summary(evaluate(task_id, SOLUTIONS / task_id,
+                                     with_block_ms(task.root, tmp / "replay-task" / task_id)))
     if section == "double":
         if not task.baseline_is_initial_candidate:
             return None
-        return perf_summary(evaluate(task_id, doubled_candidate(task, tmp / "double" / task_id)))
+        return perf_summary(evaluate(task_id, doubled_candidate(task, tmp / "double" / task_id),
+                                     with_block_ms(task.root, tmp / "double-task" / task_id)))
     if section == "latency":
         return cli_latency(task_id)
     if section == "aa":
         cand = same_as_baseline(task, tmp / "aa" / task_id)
-        return perf_summary(evaluate(task_id, cand, without_rules(task, tmp / "aa-task" / task_id)))
+        return perf_summary(evaluate(task_id, cand, with_block_ms(
+            without_rules(task, tmp / "aa-task" / task_id), tmp / "aa-task-b" / task_id)))
     if section == "compile":
         return compile_only_row(task_id)
     if section == "graph":
@@ -240,6 +243,24 @@ def without_rules(task: Any, dest: Path) -> Path:
     shutil.copytree(task.root, dest, dirs_exist_ok=True)
     doc = load_plain_yaml(dest / "task.yaml")
     doc.pop("rules", None)
+    (dest / "task.yaml").write_text(dump_yaml(doc))
+    return dest
+
+
+BLOCK_MS: float | None = None  # --block-ms: the timed blocks' target in the copies evaluated
+
+
+def with_block_ms(task_dir: Path, dest: Path) -> Path | None:
+    """``task_dir`` itself, or (with --block-ms) a copy whose timing aims blocks at BLOCK_MS."""
+    import shutil
+
+    from aka_core.yamlio import dump_yaml, load_plain_yaml
+
+    if BLOCK_MS is None:
+        return None if task_dir.is_relative_to(TASKS) else task_dir
+    shutil.copytree(task_dir, dest, dirs_exist_ok=True)
+    doc = load_plain_yaml(dest / "task.yaml")
+    doc.setdefault("timing", {})["block_ms"] = BLOCK_MS
     (dest / "task.yaml").write_text(dump_yaml(doc))
     return dest
 
@@ -434,7 +455,11 @@ def main() -> int:
     parser.add_argument("--aa-tasks", nargs="*", help="only these tasks in the aa and double sections")
     parser.add_argument("--jobs", type=int, default=2,
                         help="evaluations in flight (GPU work is serialised by the GPU lock)")
+    parser.add_argument("--block-ms", type=float,
+                        help="evaluate copies of the tasks whose timed blocks aim at this many ms")
     args = parser.parse_args()
+    global BLOCK_MS
+    BLOCK_MS = args.block_ms
     from aka_core.logging_setup import configure_logging
 
     configure_logging(level="warning")
@@ -443,7 +468,7 @@ def main() -> int:
     data: dict[str, Any] = json.loads(Path(args.merge).read_text()) if args.merge else {}
     this_run = {"environment": environment(), "date": time.strftime("%Y-%m-%d"),
                 "command": "python bench/gpu_bench.py " + " ".join(sys.argv[1:]),
-                "sections": args.sections}
+                "sections": args.sections, "block_ms": args.block_ms}
     if args.merge:  # the earlier run keeps its header; this one is listed below the table
         data.setdefault("merged_runs", []).append(this_run)
     else:

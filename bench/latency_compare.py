@@ -40,6 +40,7 @@ def one(site: str, tree: Path, task_id: str) -> dict[str, Any]:
             "cases": [(c.get("case"), c.get("speedup")) for c in performance.get("cases", [])],
             "accepted": (evaluation.get("acceptance") or {}).get("accepted"),
             "diagnostics": evaluation.get("diagnostics"),
+            "judge_block_steps_s": performance.get("judge_block_steps_s"),
             "timing_cases": [{k: c.get(k) for k in ("case", "pairs", "calls_per_block", "seconds")}
                              for c in performance.get("cases", [])]}
 
@@ -70,15 +71,18 @@ def main() -> int:
     (args.out / "latency.json").write_text(json.dumps(rows, indent=1))
     names = list(engines)
     lines = ["| task | " + " | ".join(f"{n} s (median)" for n in names)
-             + f" | {names[-1]} - {names[0]} s | phases ({', '.join(names)}) |",
-             "|---|" + "---|" * (len(names) + 2)]
+             + f" | {names[-1]} - {names[0]} s | speedups | phases ({', '.join(names)}) |",
+             "|---|" + "---|" * (len(names) + 3)]
     for task_id, by_engine in rows.items():
         medians = [statistics.median(r["total_s"] for r in by_engine[n]) for n in names]
         phases = "; ".join(
             ", ".join(f"{k} {v:.1f}" for k, v in (by_engine[n][-1].get("phases") or {}).items())
             for n in names)
+        speedups = "; ".join(
+            ", ".join(f"{r['speedup']:.3f}" if r.get("speedup") else "-" for r in by_engine[n])
+            for n in names)
         lines.append(f"| {task_id} | " + " | ".join(f"{m:.1f}" for m in medians)
-                     + f" | {medians[-1] - medians[0]:+.1f} | {phases} |")
+                     + f" | {medians[-1] - medians[0]:+.1f} | {speedups} | {phases} |")
     table = "\n".join(lines)
     (args.out / "latency.md").write_text(table + "\n")
     print(table)

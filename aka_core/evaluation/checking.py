@@ -213,6 +213,34 @@ def output_failure_flags(outputs: list[Any], refs: list[Any],
             for out, ref in zip(outputs, refs, strict=True)]
 
 
+def sample_positions(structure: list[tuple[tuple[int, ...], Any]], seed: int, device: Any,
+                     size: int) -> list[Any | None]:
+    """Secret positions an audit reads in each output: ``size`` flat indices drawn uniformly (with
+    replacement) from ``seed``, or None where the output has no more than ``size`` elements (it is
+    read whole). Work skipped or deferred on a fraction ``f`` of an output's elements is missed by
+    one audit with probability ``(1 - f) ** size``."""
+    import math
+
+    import torch
+
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    positions: list[Any | None] = []
+    for shape, _ in structure:
+        numel = math.prod(shape)
+        positions.append(None if numel <= size else torch.randint(
+            numel, (size,), generator=generator, device=device))
+    return positions
+
+
+def take(outputs: list[Any], positions: list[Any | None]) -> list[Any]:
+    """The elements of ``outputs`` at ``positions`` (a copy of a whole output where its position
+    is None). Each output must already have the shape the positions were drawn for: an index out
+    of bounds on the GPU would end the judge's CUDA context."""
+    return [out.clone() if where is None else out.reshape(-1)[where]
+            for out, where in zip(outputs, positions, strict=True)]
+
+
 def bytes_differ_flag(a: Any, b: Any) -> Any:
     """A boolean scalar tensor, true where ``a`` and ``b`` (same shape and dtype) differ in any
     byte; nothing waits for the device."""

@@ -18,10 +18,13 @@ timed with plain launches, at its own cost).
 
 What the judge checks, since the runner is not believed:
 
-* **audits**: right after its end event, in the same stream, the judge copies the outputs of the
-  block's last call and of calls drawn from the secret, and compares them with the reference on the
-  same inputs; work deferred past "done" leaves them unwritten. The inputs of audited calls must be
-  unchanged;
+* **audits**: right after its end event, in the same stream, the judge reads the outputs of the
+  block's last call and of a call drawn from the secret, at ``AUDIT_SAMPLE`` positions of each
+  output also drawn from the secret (smaller outputs whole), and compares them with the reference
+  on the same inputs; work deferred past "done" leaves them unwritten, and work skipped on a
+  fraction ``f`` of the elements escapes one audit with probability ``(1 - f) ** AUDIT_SAMPLE``
+  (``f = 1e-4``: 0.14%; a case has 20 or more audits). The inputs of audited calls must be
+  unchanged, compared whole. (The correctness phase compares every element);
 * **the baseline was not slowed**: after the last case, the candidate's process is killed (its GPU
   context and any kernel it left running with it) and the baseline is timed again alone with fresh
   measurements of ``o``; interleaved baseline times more than ``INTERFERENCE_LIMIT`` slower than
@@ -54,7 +57,6 @@ from aka_core.evaluation.judge import (
 from aka_core.evaluation.runner import DONE_OFFSET, GO_OFFSET
 from aka_core.evaluation.sides import SideFailure
 
-BLOCK_TARGET_MS = 4.0
 ESTIMATE_CALLS = 2
 MAX_CALLS = 2000
 MEMORY_FRACTION = 0.4
@@ -64,6 +66,7 @@ INTERFERENCE_FAIL = 0.10  # above: the candidate fails
 COPY_LIMIT = 1.2
 ARM_SECONDS = 30.0
 AUDITS_PER_BLOCK = 2  # the last call and one drawn from the secret
+AUDIT_SAMPLE = 1 << 16  # elements of each output an audit compares (drawn from the secret)
 BLOCK_SECONDS_MIN = 20.0
 
 
@@ -172,6 +175,7 @@ class CaseTimer:
         self.block_steps: dict[str, float] = {}
         self.references: dict[int, list[Any]] = {}
         self.drawn_call: int | None = None
+        self.positions: list[Any | None] = []
         self.audits = 0
         self.slots: dict[str, SideSlots] = {}
         self.stage: Any = None
@@ -211,6 +215,9 @@ class CaseTimer:
         same for both sides of a pair: their audits share the drawn call and its reference)."""
         self.references = {}
         self.drawn_call = self.rng.randrange(self.count - 1) if self.count > 1 else None
+        self.positions = checking.sample_positions(
+            self.expected, derive_seed(self.judge.timing_root, self.case.name, pair, "positions"),
+            "cuda", AUDIT_SAMPLE)
         sets = []
         for j in range(self.count):
             inputs = self.judge.inputs_for(self.case, derive_seed(self.judge.timing_root,
@@ -298,6 +305,8 @@ class CaseTimer:
             outputs = slots.outputs
             if not touch and self.mode[side] == "eager" and not slots.out_each:
                 outputs = slots.views(reply.get("outputs"))
+            wrong = {j: checking.structure_differs(outputs[j], self.expected)
+                     for j in chosen} if outputs is not None and not copy else {}
             e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             copies: dict[int, list[Any]] = {}
             started = time.monotonic()
@@ -315,7 +324,8 @@ class CaseTimer:
                 if not copy:  # the candidate's outputs, before it can touch them again
                     for j in chosen:
                         assert outputs is not None
-                        copies[j] = [v.clone() for v in outputs[j]]
+                        copies[j] = ([v.clone() for v in outputs[j]] if wrong[j] else
+                                     checking.take(outputs[j], self.positions))
             clock("enqueue")
             self._wait(e2, slots.done, n, side)
             clock("wait")
@@ -323,7 +333,7 @@ class CaseTimer:
             wall_ms = (time.monotonic() - started) * 1000
             clock("sync")
             if copy:
-                copies = self.baseline_copies(slots, copy, chosen)
+                copies, wrong = self.baseline_copies(slots, copy, chosen)
                 clock("copy_out")
         finally:
             if other is not None:
@@ -336,14 +346,17 @@ class CaseTimer:
         self.host_check.append(wall_ms - window)
         if not touch:
             self.copy_ms[side].append(e0.elapsed_time(e1))
+            # The audited elements were taken on the judge's stream; the audit reads them on this.
+            torch.cuda.current_stream().wait_stream(self.stream)
             for j, outs in copies.items():
-                self.audit(side, j, outs, inputs[j] if inputs else None)
+                self.audit(side, j, outs, inputs[j] if inputs else None, wrong.get(j))
             clock("audit")
         return window
 
     def baseline_copies(self, slots: SideSlots, copy: list[list[int]], chosen: list[int]
-                        ) -> dict[int, list[Any]]:
-        """The baseline's audited outputs, which it copies into its arena after the block."""
+                        ) -> tuple[dict[int, list[Any]], dict[int, str | None]]:
+        """The baseline's audited outputs, which it copies into its arena after the block (the
+        audited elements of each, and why its outputs have the wrong structure, if they do)."""
         import torch
 
         try:
@@ -352,9 +365,16 @@ class CaseTimer:
             copied = reply.get("copies")
             if not isinstance(copied, list) or len(copied) != len(chosen):
                 raise protocol.ProtocolError("the copies of the audited outputs are missing")
+            copies, wrong = {}, {}
             with torch.cuda.stream(self.stream):
-                return {j: [slots.reader.view(d).clone() for d in descs]
-                        for j, descs in zip(chosen, copied, strict=True)}
+                for j, descs in zip(chosen, copied, strict=True):
+                    if not isinstance(descs, list) or len(descs) > 64:
+                        raise protocol.ProtocolError("an audited call's outputs are malformed")
+                    views = [slots.reader.view(d) for d in descs]
+                    wrong[j] = checking.structure_differs(views, self.expected)
+                    copies[j] = ([v.clone() for v in views] if wrong[j] else
+                                 checking.take(views, self.positions))
+            return copies, wrong
         except (protocol.ProtocolError, TypeError) as exc:
             raise _violation("baseline", str(exc)) from None
 
@@ -379,15 +399,23 @@ class CaseTimer:
 
     estimate_ms = 1.0
 
-    def audit(self, side: str, j: int, outs: list[Any], inputs: Mapping[str, Any] | None) -> None:
-        """Compare an audited timed output with the reference on the same inputs (one wait for
-        the GPU when it passes; the detailed comparison only when it does not)."""
+    def audit(self, side: str, j: int, outs: list[Any], inputs: Mapping[str, Any] | None,
+              mismatch: str | None) -> None:
+        """Compare the audited elements of a timed call's outputs (``outs``: taken at the pair's
+        secret positions unless ``mismatch`` says their structure is wrong) with the reference's
+        on the same inputs, and its inputs with the judge's copy (one wait for the GPU when it
+        passes; the detailed comparison only when it does not)."""
         assert inputs is not None
         self.audits += 1
         ref = self.references.get(j)
         if ref is None:
-            ref = self.references[j] = self.judge.reference_outputs(self.case, inputs)
-        mismatch = checking.structure_differs(outs, self.expected)
+            full = self.judge.reference_outputs(self.case, inputs)
+            shapes = [tuple(t.shape) for t in full]
+            if shapes != [shape for shape, _ in self.expected]:  # its dtype may differ
+                raise JudgeFailure("task_error", f"case {self.case.name}: the reference returned "
+                                   f"shapes {shapes} in a timed audit, the baseline "
+                                   f"{[shape for shape, _ in self.expected]}")
+            ref = self.references[j] = checking.take(full, self.positions)
         slot_inputs = self.slot_inputs(side, j)
         names = list(slot_inputs)
         flags = [checking.bytes_differ_flag(slot_inputs[name], self.stage_views[j][name])
@@ -400,6 +428,9 @@ class CaseTimer:
         if problem is None and any(values[len(names):]):
             cmp = checking.compare_outputs(outs, ref, self.judge.req.tolerance)
             problem = cmp.get("reason") or "it differs from the reference"
+            if any(where is not None for where in self.positions):
+                problem += (f" (compared at {AUDIT_SAMPLE} positions of each output drawn from the "
+                            "judge's secret)")
         if changed:
             problem = f"it modified its inputs {', '.join(changed)}"
         if problem is None:
@@ -435,7 +466,7 @@ class CaseTimer:
         by_memory = int(MEMORY_FRACTION * free // max(per_call, 1))
         if by_memory < 1:
             raise JudgeFailure(INFRA, f"not enough free GPU memory to time case {self.case.name}")
-        count = int(min(MAX_CALLS, by_memory, max(2, math.ceil(BLOCK_TARGET_MS / min(est.values())))))
+        count = int(min(MAX_CALLS, by_memory, max(2, math.ceil(self.policy.block_ms / min(est.values())))))
         self.allocate(count)
         self.choose_mode()
         self.record.update(calls_per_block=count, estimate_ms=est)
@@ -464,6 +495,7 @@ class CaseTimer:
                     stop_reason = "time_cap"
                     break
         self.record.update(pairs=pair, stop_reason=stop_reason, audits=self.audits,
+                           audit_sample_elements=AUDIT_SAMPLE,
                            seconds=round(time.monotonic() - started, 3),
                            windows_ms=self.windows, overhead_interleaved_ms=o_est,
                            touch_windows_ms=self.touch_windows,

@@ -344,3 +344,39 @@ def test_a_runner_lost_before_loading_its_code_is_the_evaluators_fault() -> None
     killed = SideFailure("crashed", "the candidate runner exited (killed by SIGKILL)")
     assert judge.side_failure("candidate", killed, "startup").kind == INFRA
     assert judge.side_failure("candidate", killed, "compile").kind == "crashed"
+
+
+# --------------------------------------------------------------------------- sampled timed audits
+
+
+def test_audit_positions_come_from_the_seed_and_small_outputs_are_read_whole() -> None:
+    structure = [((512, 1024), torch.bfloat16), ((64,), torch.float32)]
+    a = checking.sample_positions(structure, 7, "cpu", 4096)
+    b = checking.sample_positions(structure, 7, "cpu", 4096)
+    c = checking.sample_positions(structure, 8, "cpu", 4096)
+    assert a[1] is None and b[1] is None
+    assert torch.equal(a[0], b[0]) and not torch.equal(a[0], c[0])
+    assert a[0].numel() == 4096 and int(a[0].min()) >= 0 and int(a[0].max()) < 512 * 1024
+    # Spread over the whole output, not one corner of it.
+    assert int(a[0].max()) > 0.9 * 512 * 1024 and int(a[0].min()) < 0.1 * 512 * 1024
+
+
+def test_a_sampled_audit_passes_the_right_output_and_catches_work_skipped_on_a_sliver() -> None:
+    structure = [((1024, 1024), torch.float32)]
+    ref = torch.randn(1024, 1024)
+    tol = {"float32": checking.Tolerance(rtol=1e-5, atol=1e-5)}
+    positions = checking.sample_positions(structure, 11, "cpu", timing.AUDIT_SAMPLE)
+    honest = checking.take([ref.clone()], positions)
+    expected = checking.take([ref], positions)
+    assert not any(checking.read_flags(checking.output_failure_flags(honest, expected, tol)))
+    skipped = ref.clone()
+    skipped[:2] = 0  # two rows of 1024 (0.2% of the elements) left unwritten
+    taken = checking.take([skipped], positions)
+    assert any(checking.read_flags(checking.output_failure_flags(taken, expected, tol)))
+    assert "outside" in checking.compare_outputs(taken, expected, tol)["reason"]
+
+
+def test_outputs_no_larger_than_the_sample_are_compared_whole() -> None:
+    out = torch.arange(10.0)
+    taken = checking.take([out], [None])
+    assert torch.equal(taken[0], out) and taken[0].data_ptr() != out.data_ptr()
