@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the GPU still has to prove, in steps that each fit one GPU run of at most 10 minutes, most
 # important first. Run on the device machine from the repository root, with .whl (and .whl-old,
-# .old-tree for step 2's latency comparison) carried:
+# .old-tree for step 6's latency comparison) carried:
 #   bash bench/device_steps.sh 1     # red team, first half
 #   bash bench/device_steps.sh 2     # red team, second half
 #   bash bench/device_steps.sh 3     # the reward service: evaluations per GPU-minute, warm p50
@@ -11,7 +11,7 @@
 #                                    # work at 4 and at 2 ms blocks (the default is chosen by it)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/).
 # Results go under $OUT/step<N>/.
-# The engine before the judge (step 2) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
+# The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
