@@ -151,7 +151,7 @@ class TimingPolicy:
     max_pairs: int = 200
     target_ci_percent: float = 0.5
     max_seconds_per_case: float = 6.0
-    block_ms: float = 4.0  # a timed block of the faster side aims at this much GPU time
+    block_ms: float = 2.0  # a timed block of the faster side aims at this much GPU time
 
 
 @attrs.frozen(kw_only=True)
