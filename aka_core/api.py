@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from aka_core.devices import gpu_visible_quick, probe
+from aka_core.devices import gpu_visible_quick, no_gpu_device_files, probe
 from aka_core.errors import AkaError, UsageError
 from aka_core.evaluation import evaluate
 from aka_core.host import PluginHost
@@ -105,6 +105,8 @@ def resolve_device(device: str) -> str:
     quick = gpu_visible_quick()
     if quick is not None:
         return "cuda" if quick else "cpu"
+    if no_gpu_device_files():
+        return "cpu"
     return "cuda" if probe().get("gpu") else "cpu"
 
 

@@ -47,3 +47,13 @@ def gpu_visible_quick() -> bool | None:
     if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd"):
         return True
     return None
+
+
+def no_gpu_device_files() -> bool:
+    """No device file of an NVIDIA, AMD or WSL GPU exists: ``auto`` can pick the CPU without a
+    probe (a ~2 s subprocess importing torch). ``cuda`` still probes before it refuses."""
+    import glob
+    import os
+
+    return not (glob.glob("/dev/nvidia*") or os.path.exists("/dev/kfd")
+                or os.path.exists("/dev/dxg"))

@@ -94,6 +94,7 @@ class _Watch:
     phase_started: float = attrs.field(factory=time.monotonic)
     phase_times: dict[str, float] = attrs.field(factory=dict)
     result: dict[str, Any] | None = None
+    spawned: bool = False  # the judge's first message came (the time before it is "spawn")
 
 
 def _deadline_for(phase: str, request: EvaluationRequest) -> float:
@@ -187,10 +188,16 @@ def _watch(proc: subprocess.Popen[bytes], request: EvaluationRequest,
             break
         event = msg.get("event")
         if event == "phase":
-            watch.phase_times[watch.phase] = round(now - watch.phase_started, 3)
-            watch.phase, watch.phase_started = msg["phase"], now
+            watch.phase_times[watch.phase if watch.spawned else "spawn"] = round(
+                now - watch.phase_started, 3)
+            watch.phase, watch.phase_started, watch.spawned = msg["phase"], now, True
         elif event == "result":
+            # The judge closed its runners and saved what it keeps before it sent this; its
+            # own exit (interpreter and CUDA teardown, ~0.7 s) is not waited for: the caller
+            # kills its process group, which also lets go of the GPU lock sooner.
             watch.result = msg["result"]
+            watch.phase_times[watch.phase] = round(now - watch.phase_started, 3)
+            return watch, None
     try:
         code = proc.wait(timeout=30)
     except subprocess.TimeoutExpired:

@@ -402,3 +402,28 @@ def test_a_sides_compiled_kernels_return_to_the_same_files_only(
                                                 "reason": "runners not confined",
                                                 "saved": {"saved": False,
                                                           "reason": "runners not confined"}}
+
+
+def test_the_record_is_taken_when_the_judge_sends_it_not_when_its_process_exits(
+        make_task: Callable[..., Path], tmp_path: Path) -> None:
+    """The judge's own exit (interpreter and CUDA teardown) is not waited for: the watcher returns
+    on the result and the caller kills the judge's process group."""
+    import queue
+    import subprocess
+
+    request = make_request(make_task(), tmp_path, seeds=1, timeouts=None)
+    judge = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    messages: queue.Queue[tuple[float, dict[str, Any] | None]] = queue.Queue()
+    now = time.monotonic()
+    for offset, phase in ((0.2, "startup"), (1.2, "correctness"), (1.5, "done")):
+        messages.put((now + offset, {"event": "phase", "phase": phase}))
+    messages.put((now + 1.6, {"event": "result", "result": {"phases": {}}}))
+    try:
+        watch, failure = evaluate._watch(judge, request, messages)
+        assert failure is None and watch.result == {"phases": {}}
+        assert judge.poll() is None  # still alive: its exit was not waited for
+        assert set(watch.phase_times) == {"spawn", "startup", "correctness", "done"}
+        assert watch.phase_times["startup"] == pytest.approx(1.0, abs=0.01)
+    finally:
+        evaluate._kill_group(judge)
+    assert judge.returncode == -signal.SIGKILL
