@@ -90,7 +90,10 @@ def _disabled_names() -> set[str]:
 class PluginHost:
     """Discovers plugins and answers ``get(kind, name)`` with typed records."""
 
-    def __init__(self, *, load_entry_points: bool = True, strict: bool | None = None):
+    def __init__(self, *, load_entry_points: bool = True, strict: bool | None = None,
+                 only: str | None = None):
+        """``only``: load that one entry point (by name) and no other; "" loads none (the
+        built-ins alone). The judge knows which plugin provides its backend and needs no other."""
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.strict = _env_flag("AKA_STRICT_PLUGINS") if strict is None else strict
@@ -100,8 +103,8 @@ class PluginHost:
         from aka_core import builtins
 
         self.register(builtins, Provider("builtins", BUILTIN, _core_version(), builtin=True))
-        if load_entry_points:
-            self.load_entry_points()
+        if load_entry_points and only != "":
+            self.load_entry_points(only)
 
     # ------------------------------------------------------------------ registration
     def register(self, plugin: object, provider: Provider | None = None) -> None:
@@ -117,9 +120,11 @@ class PluginHost:
         self._providers[id(plugin)] = provider
         self._records = None
 
-    def load_entry_points(self) -> None:
+    def load_entry_points(self, only: str | None = None) -> None:
         disabled = _disabled_names()
         for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if only is not None and ep.name != only:
+                continue
             dist = ep.dist.name if ep.dist is not None else "unknown"
             version = ep.dist.version if ep.dist is not None else None
             if ep.name in disabled or dist in disabled:

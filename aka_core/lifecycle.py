@@ -420,6 +420,7 @@ def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline:
     cases, hidden = cases_for(task, device=ctx_device, held_out=held_out)
     root = str(baseline.resolve())
     env = worker_env(host, task.backend, ctx_device, compile_only) if host is not None else {}
+    plugin = backend_entry_point(host, task.backend) if host is not None else None
     return EvaluationRequest(
         task_id=task.id, backend=task.backend,
         reference=SideRef(root=root, ref=task.reference),
@@ -434,8 +435,23 @@ def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline:
         held_out_draws=task.held_out_draws if held_out and ctx_device != "cpu" else None,
         held_out_seed=held_out_seed, cost=task.cost, rules=task.rules, candidate_files=task.editable,
         confinement=confinement,  # type: ignore[arg-type]
-        protected=protected or protected_paths(task), backend_env=env,
+        protected=protected or protected_paths(task), backend_env=env, backend_plugin=plugin,
     )
+
+
+def backend_entry_point(host: PluginHost, backend: str) -> str | None:
+    """The entry point that provides ``backend`` ("" for a built-in one), for the judge to load
+    alone; None where it came from elsewhere (registered in this process): the judge then
+    discovers every plugin."""
+    from importlib import metadata
+
+    from aka_core.host import ENTRY_POINT_GROUP
+
+    provider = host.get("backend", backend).provider
+    if provider.builtin:
+        return ""
+    names = {ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    return provider.plugin if provider.plugin in names else None
 
 
 def worker_env(host: PluginHost, backend: str, device: str,

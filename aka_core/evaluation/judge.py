@@ -236,7 +236,7 @@ class Judge:
             self.runners[side] = runner
             runner.send(op="init", sandbox=self.sandbox_spec(Path(ref.root), scratch),
                         confine=req.confinement != "off", device=req.device,
-                        backend=backend_factory_path(req.backend), root=ref.root, ref=ref.ref,
+                        backend=backend_factory_path(req), root=ref.root, ref=ref.ref,
                         package=package)
 
     def restore_kernel_cache(self, side: str, root: Path, cache: Path) -> None:
@@ -322,7 +322,7 @@ class Judge:
     def host_cannot_build(self) -> str | None:
         """Why this host cannot build the task's backend (its ``readiness``), or None."""
         try:
-            readiness = plugin_host().backend(self.req.backend).factory().readiness()
+            readiness = plugin_host(self.req.backend_plugin).backend(self.req.backend).factory().readiness()
         except Exception:  # a broken readiness check says nothing either way
             return None
         return None if readiness.build else str(readiness.detail)
@@ -386,7 +386,7 @@ class Judge:
             raise JudgeFailure(INFRA, "a GPU was requested but PyTorch sees none")
 
         try:
-            backend = plugin_host().backend(req.backend).factory()
+            backend = plugin_host(req.backend_plugin).backend(req.backend).factory()
             self.result["device"] = _asdict(backend.describe_device(self.device))
         except Exception as exc:  # a broken plugin: the evaluator's problem
             raise JudgeFailure(INFRA, f"backend {req.backend!r}: {type(exc).__name__}: {exc}") from exc
@@ -944,7 +944,7 @@ def code_folders(req: EvaluationRequest) -> list[str]:
     import importlib
 
     folders = [str(Path(importlib.import_module("aka_core").__file__).resolve().parent)]
-    module = backend_factory_path(req.backend).partition(":")[0].split(".")[0]
+    module = backend_factory_path(req).partition(":")[0].split(".")[0]
     spec = importlib.util.find_spec(module)
     if spec is not None and spec.origin:
         folders.append(str(Path(spec.origin).resolve().parent))
@@ -957,15 +957,16 @@ def code_folders(req: EvaluationRequest) -> list[str]:
 
 
 @functools.cache
-def plugin_host() -> Any:
-    """The judge's one plugin host (discovering plugins is not free)."""
+def plugin_host(only: str | None = None) -> Any:
+    """The judge's plugin host (discovering plugins is not free): ``only`` the plugin that provides
+    the backend when the request names it."""
     from aka_core.host import PluginHost
 
-    return PluginHost()
+    return PluginHost(only=only)
 
 
-def backend_factory_path(backend: str) -> str:
-    factory = plugin_host().backend(backend).factory
+def backend_factory_path(req: EvaluationRequest) -> str:
+    factory = plugin_host(req.backend_plugin).backend(req.backend).factory
     return f"{factory.__module__}:{factory.__qualname__}"
 
 
