@@ -9,6 +9,8 @@
 #   bash bench/device_steps.sh 5     # aka against ncu on every stored solution (issue 12)
 #   bash bench/device_steps.sh 6     # latency: old engine, now, now with 2 ms blocks; A/A and 2x
 #                                    # work at 4 and at 2 ms blocks (the default is chosen by it)
+#   bash bench/device_steps.sh 8     # latency on the old engine's exact cases (gelu's one fixed
+#                                    # held-out case instead of two drawn); a short service run
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
@@ -16,7 +18,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 6}"
+step="${1:?step 1 to 8}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -75,5 +77,27 @@ PY
         --aa-repeats 2 --tasks $AA --deadline-s 100 2>&1 | tail -12
     done
     ;;
-  *) echo "step 1 to 6" >&2; exit 2 ;;
+  8)
+    python3 - <<'PY'
+import shutil
+from pathlib import Path
+from aka_core.yamlio import dump_yaml, load_plain_yaml
+dest = Path("/opt/aka-samecases")
+shutil.rmtree(dest, ignore_errors=True)
+shutil.copytree("tasks", dest / "tasks")
+shutil.copytree("tests/solutions", dest / "tests" / "solutions")
+task_yaml = dest / "tasks" / "triton2triton" / "gelu" / "task.yaml"
+doc = load_plain_yaml(task_yaml)
+doc.pop("held_out_draws")
+doc["held_out_cases"] = [{"name": "m9973_n14337_bf16",
+                          "params": {"M": 9973, "N": 14337, "dtype": "bfloat16"}}]
+task_yaml.write_text(dump_yaml(doc))
+PY
+    python3 bench/latency_compare.py --out "$out/latency" --engine old=/opt/aka-old:.old-tree \
+      --engine new=/opt/aka-site:/opt/aka-samecases --repeats 3 triton2triton/gelu 2>&1 | tail -4
+    python3 bench/service_bench.py --out "$out/service" --tasks triton2triton/gelu \
+      triton2triton/softmax torch2cuda/silu_and_mul triton2triton/rms_norm --repeats 3 \
+      --in-flight 16 --per-gpu 2 --warm 4 --serial 2>&1 | tail -25
+    ;;
+  *) echo "step 1 to 8" >&2; exit 2 ;;
 esac
