@@ -213,6 +213,14 @@ def output_failure_flags(outputs: list[Any], refs: list[Any],
             for out, ref in zip(outputs, refs, strict=True)]
 
 
+def with_l2_slack(tolerances: Mapping[str, Tolerance], slack: float) -> dict[str, Tolerance]:
+    """``tolerances`` with each relative-L2 bound multiplied by ``slack`` (atol, rtol unchanged)."""
+    import attrs
+
+    return {key: tol if tol.max_rel_l2 is None else attrs.evolve(tol, max_rel_l2=tol.max_rel_l2 * slack)
+            for key, tol in tolerances.items()}
+
+
 def sample_positions(structure: list[tuple[tuple[int, ...], Any]], seed: int, device: Any,
                      size: int) -> list[Any | None]:
     """Secret positions an audit reads in each output: ``size`` flat indices drawn uniformly (with

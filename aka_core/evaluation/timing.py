@@ -67,6 +67,7 @@ COPY_LIMIT = 1.2
 ARM_SECONDS = 30.0
 AUDITS_PER_BLOCK = 2  # the last call and one drawn from the secret
 AUDIT_SAMPLE = 1 << 16  # elements of each output an audit compares (drawn from the secret)
+AUDIT_L2_SLACK = 1.05  # the relative-L2 bound on a sample (an estimate) is this much looser
 BLOCK_SECONDS_MIN = 20.0
 
 
@@ -421,12 +422,12 @@ class CaseTimer:
         flags = [checking.bytes_differ_flag(slot_inputs[name], self.stage_views[j][name])
                  for name in names]
         if not mismatch:
-            flags += checking.output_failure_flags(outs, ref, self.judge.req.tolerance)
+            flags += checking.output_failure_flags(outs, ref, self.audit_tolerance())
         values = checking.read_flags(flags)
         changed = [name for name, differs in zip(names, values, strict=False) if differs]
         problem = mismatch
         if problem is None and any(values[len(names):]):
-            cmp = checking.compare_outputs(outs, ref, self.judge.req.tolerance)
+            cmp = checking.compare_outputs(outs, ref, self.audit_tolerance())
             problem = cmp.get("reason") or "it differs from the reference"
             if any(where is not None for where in self.positions):
                 problem += (f" (compared at {AUDIT_SAMPLE} positions of each output drawn from the "
@@ -441,6 +442,15 @@ class CaseTimer:
                                case=self.case.name)
         raise JudgeFailure(INFRA, f"the baseline's timed output was wrong ({where}): {problem}; "
                            "the baseline passed its checks, so its memory was disturbed")
+
+    def audit_tolerance(self) -> Mapping[str, Any]:
+        """The task's tolerances; where outputs are sampled, the relative-L2 bound (an estimate
+        from the sample) gets ``AUDIT_L2_SLACK``: an honest output near the bound must not fail
+        on sampling noise (about 0.5% at 65536 elements). Every sampled element still meets
+        atol + rtol * |ref| exactly, and the correctness phase holds the bound on whole outputs."""
+        if all(where is None for where in self.positions):
+            return self.judge.req.tolerance
+        return checking.with_l2_slack(self.judge.req.tolerance, AUDIT_L2_SLACK)
 
     def slot_inputs(self, side: str, j: int) -> dict[str, Any]:
         from aka_core.evaluation.judge import arena_views

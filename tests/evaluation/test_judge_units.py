@@ -380,3 +380,13 @@ def test_outputs_no_larger_than_the_sample_are_compared_whole() -> None:
     out = torch.arange(10.0)
     taken = checking.take([out], [None])
     assert torch.equal(taken[0], out) and taken[0].data_ptr() != out.data_ptr()
+
+
+def test_a_sampled_audit_loosens_only_the_relative_l2_bound_and_only_slightly() -> None:
+    tols = {"bfloat16": checking.Tolerance(rtol=1.6e-2, atol=2e-3, max_rel_l2=8e-3),
+            "float32": checking.Tolerance(rtol=1e-5, atol=1e-6)}
+    loose = checking.with_l2_slack(tols, timing.AUDIT_L2_SLACK)
+    assert loose["bfloat16"].rtol == 1.6e-2 and loose["bfloat16"].atol == 2e-3
+    assert loose["bfloat16"].max_rel_l2 == pytest.approx(8e-3 * timing.AUDIT_L2_SLACK)
+    assert 1.0 < timing.AUDIT_L2_SLACK <= 1.1
+    assert loose["float32"] == tols["float32"]
