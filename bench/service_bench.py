@@ -153,7 +153,7 @@ def main() -> int:
     if "serial" in report:
         lines.append(f"serial `aka eval` of the {len(tasks)} tasks: {report['serial_wall_s']:.1f} s "
                      f"({len(tasks) / (report['serial_wall_s'] / 60):.1f} per GPU-minute)")
-    lines += ["", "| task | statuses | service speedups | serial speedup [CI] | within the CI |",
+    lines += ["", "| task | statuses | service speedups | serial speedup [95% CI] | in the CI +-2% |",
               "|---|---|---|---|---|"]
     serial = {r["task"]: r for r in report.get("serial", [])}
     for task in tasks:
@@ -165,12 +165,18 @@ def main() -> int:
                   f"{sum(1 for s in speeds if ci[0] * 0.98 <= s <= ci[1] * 1.02)}/{len(speeds)}")
         lines.append(f"| {task} | {', '.join(sorted({str(r['status']) for r in mine}))} | "
                      f"{', '.join(f'{s:.3f}' for s in speeds)} | "
-                     f"{ref.get('speedup') or '-'} {ci if ci[0] is not None else ''} | {inside} |")
+                     f"{_speed(ref.get('speedup'), ci)} | {inside} |")
     table = "\n".join(lines)
     (args.out / "table.md").write_text(table + "\n")
     (args.out / "bench.json").write_text(json.dumps(report, indent=1, default=str))
     print(table)
     return 0
+
+
+def _speed(speedup: float | None, ci: list[float | None]) -> str:
+    if speedup is None:
+        return "-"
+    return f"{speedup:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci[0] is not None else "")
 
 
 if __name__ == "__main__":
