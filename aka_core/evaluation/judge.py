@@ -101,8 +101,9 @@ def draw_held_out(draws: Any, seed: int) -> list[Any]:
 
 
 class Judge:
-    def __init__(self, request: EvaluationRequest, channel: Channel):
+    def __init__(self, request: EvaluationRequest, channel: Channel, warm: Any = None):
         self.channel = channel
+        self.warm = warm  # warm.WarmRunners: runners started before the request, or None
         secret = request.secret_seed
         draw_seed = (derive_seed(secret, "draws") if request.held_out_seed is None
                      else derive_seed(request.held_out_seed, "draws"))
@@ -201,6 +202,9 @@ class Judge:
         # A side never reads the other side's folder (the candidate never reads the task copy
         # with its held-out cases and reference), unless they are the same folder.
         protected += [r for r in other_roots if Path(r).resolve() != side_root.resolve()]
+        # Nor the other runner's scratch (its caches, its builds).
+        protected += [str(self.scratch / s) for s in ("baseline", "candidate")
+                      if (self.scratch / s).resolve() != scratch.resolve()]
         spec = sandbox.build_spec(scratch=scratch, read=[str(side_root), *code_folders(self.req)],
                                   protected=protected,
                                   required=self.req.confinement == "required")
@@ -209,35 +213,49 @@ class Judge:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(spec).items()}
 
     def start_runners(self) -> None:
+        import attrs
+
+        from aka_core.evaluation.request import SideRef
+
         req = self.req
         cand = req.candidate or req.baseline
         plan = {"baseline": (req.baseline, "aka_side_baseline"),
                 "candidate": (cand, "aka_side_candidate")}
-        from aka_core.evaluation.evaluate import worker_base_environment
-
+        warm = self.warm
+        if warm is not None:
+            why = warm.unfit(req, {side: ref.root for side, (ref, _) in plan.items()})
+            self.result["warm"] = {"used": why is None, **({"reason": why} if why else {})}
+            if why is not None:
+                warm.discard()
+                warm = self.warm = None
+        roots: dict[str, str] = {}
         for side, (ref, package) in plan.items():
-            scratch = self.scratch / side
-            if scratch.exists():
-                shutil.rmtree(scratch)
-            scratch.mkdir(parents=True)
-            self.restore_kernel_cache(side, Path(ref.root), scratch / "cache")
-            env = {**worker_base_environment(), **req.backend_env,
-                   "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"),
-                   "XDG_CACHE_HOME": str(scratch / "cache"),
-                   "TRITON_CACHE_DIR": str(scratch / "cache" / "triton"),
-                   "TRITON_HOME": str(scratch / "home"),
-                   "AKA_BUILD_CACHE": str(scratch / "cache" / "builds"),
-                   "CUDA_CACHE_PATH": str(scratch / "cache" / "nv"),
-                   "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
-            env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # outputs must be exportable allocations
-            prefix = os.environ.get("AKA_JUDGE_LOG_PREFIX") or str(self.scratch / "evaluation")
-            log = Path(f"{prefix}.{side}.log")
-            runner = RunnerProcess(side, scratch=scratch, env=env, log_path=log)
+            if warm is not None:
+                runner, scratch = warm.runners[side], warm.scratch(side)
+                # The runner reads the side from its stage: a copy made now, which the static
+                # checks below read too (what runs is what was checked).
+                roots[side] = warm.stage_side(side, ref.root)
+            else:
+                scratch = self.scratch / side
+                if scratch.exists():
+                    shutil.rmtree(scratch)
+                scratch.mkdir(parents=True)
+                roots[side] = ref.root
+                runner = RunnerProcess(side, scratch=scratch,
+                                       env=runner_environment(scratch, req.backend_env),
+                                       log_path=runner_log(side, self.scratch))
+                runner.send(op="confine", sandbox=self.sandbox_spec(Path(ref.root), scratch),
+                            confine=req.confinement != "off")
             self.runners[side] = runner
-            runner.send(op="init", sandbox=self.sandbox_spec(Path(ref.root), scratch),
-                        confine=req.confinement != "off", device=req.device,
-                        backend=backend_factory_path(req), root=ref.root, ref=ref.ref,
-                        package=package)
+            # Before the side's first code runs (the runner waits for "init").
+            self.restore_kernel_cache(side, Path(roots[side]), scratch / "cache")
+            runner.send(op="init", device=req.device, backend=backend_factory_path(req),
+                        root=roots[side], ref=ref.ref, package=package, env=req.backend_env)
+        if warm is not None:
+            self.req = attrs.evolve(
+                req, baseline=SideRef(root=roots["baseline"], ref=req.baseline.ref),
+                candidate=None if req.candidate is None else SideRef(root=roots["candidate"],
+                                                                     ref=req.candidate.ref))
 
     def restore_kernel_cache(self, side: str, root: Path, cache: Path) -> None:
         """The side's compiled kernels from an earlier evaluation of the same files
@@ -939,6 +957,28 @@ def compile_only_record(req: EvaluationRequest, *, built: bool,
     return record
 
 
+def runner_environment(scratch: Path, backend_env: Mapping[str, str]) -> dict[str, str]:
+    """A runner's environment: the allowed part of the judge's, the backend's variables, and
+    every home and cache folder in its scratch."""
+    from aka_core.evaluation.evaluate import worker_base_environment
+
+    env = {**worker_base_environment(), **backend_env,
+           "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"),
+           "XDG_CACHE_HOME": str(scratch / "cache"),
+           "TRITON_CACHE_DIR": str(scratch / "cache" / "triton"),
+           "TRITON_HOME": str(scratch / "home"),
+           "AKA_BUILD_CACHE": str(scratch / "cache" / "builds"),
+           "CUDA_CACHE_PATH": str(scratch / "cache" / "nv"),
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # outputs must be exportable allocations
+    return env
+
+
+def runner_log(side: str, scratch: Path) -> Path:
+    prefix = os.environ.get("AKA_JUDGE_LOG_PREFIX") or str(scratch / "evaluation")
+    return Path(f"{prefix}.{side}.log")
+
+
 def code_folders(req: EvaluationRequest) -> list[str]:
     """Folders of the installed code a runner imports: aka_core and the backend's plugin."""
     import importlib
@@ -1012,9 +1052,18 @@ def acquire_gpu_lock() -> Any:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     channel = Channel(int(argv[0]))
+    warm = None
+    if len(argv) >= 3 and argv[1] == "--warm":
+        # Started ahead of its request (``evaluate.prestart_judge``): what does not depend on it.
+        from aka_core.evaluation import warm as warm_module
+
+        profile = warm_module.WarmProfile.from_json(json.loads(argv[2]))
+        warm = warm_module.WarmRunners(profile, Path.cwd(), runner_environment,
+                                       str(runner_log("x", Path.cwd()))[: -len(".x.log")])
+        import torch  # noqa: F401
     request = EvaluationRequest.from_json(json.loads(sys.stdin.read()))
     sys.stdin.close()
-    judge = Judge(request, channel)
+    judge = Judge(request, channel, warm)
     del request
     code = 0
     profile = _profiler()

@@ -77,18 +77,27 @@ class Runner:
 
     # ------------------------------------------------------------------ start-up
     def start(self) -> None:
-        init = self.commands.read(timeout=600)
+        # Two commands: "confine" (the sandbox), then "init" (the side). A runner started ahead
+        # of its evaluation (``warm``) is confined, imports PyTorch, and waits for its side.
+        confine = self.commands.read(timeout=24 * 3600)
         from aka_core import sandbox
 
         spec = sandbox.SandboxSpec(**{k: tuple(v) if isinstance(v, list) else v
-                                      for k, v in init["sandbox"].items()})
+                                      for k, v in confine["sandbox"].items()})
         try:
-            record = sandbox.apply(spec) if init.get("confine", True) else {"confined": False,
-                                                                           "reason": "switched off"}
+            record = (sandbox.apply(spec) if confine.get("confine", True) else
+                      {"confined": False, "reason": "switched off"})
         except sandbox.SandboxError as exc:
             self.reply(event="sandbox_failed", message=str(exc))
             sys.exit(3)
         self.reply(event="sandboxed", confinement=record)
+        if confine.get("warm"):
+            import torch  # confined already; no side code has run yet
+        init = self.commands.read(timeout=24 * 3600)
+        if init.get("op") != "init":
+            return
+        # The backend's variables (e.g. TRITON_INTERPRET), before its module is imported.
+        os.environ.update({str(k): str(v) for k, v in (init.get("env") or {}).items()})
         self.device = init["device"]
         module, _, attr = init["backend"].partition(":")
         factory: Any = importlib.import_module(module)
