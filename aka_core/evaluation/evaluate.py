@@ -9,11 +9,13 @@ that hangs is killed with its process group and the evaluation is an ``infra_err
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import queue
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -108,6 +110,80 @@ def _deadline_for(phase: str, request: EvaluationRequest) -> float:
     }.get(phase, 60.0)
 
 
+@attrs.define(eq=False)
+class StartedJudge:
+    """A judge process waiting for its request on stdin (its messages read into ``messages``)."""
+
+    proc: subprocess.Popen[bytes]
+    messages: queue.Queue[tuple[float, dict[str, Any] | None]]
+    reader: threading.Thread
+    scratch: tempfile.TemporaryDirectory[str]
+    log_path: Path
+    env: dict[str, str] | None
+    python: str
+
+    def close(self) -> None:
+        _kill_group(self.proc)
+        self.reader.join(timeout=5)
+        self.scratch.cleanup()
+
+
+def _spawn(python: str, env: Mapping[str, str] | None, log_path: Path | None,
+           extra: list[str]) -> StartedJudge:
+    log_path = log_path or Path(tempfile.mkstemp(prefix="aka-judge-", suffix=".log")[1])
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    read_fd, write_fd = os.pipe()
+    scratch = tempfile.TemporaryDirectory(prefix="aka-eval-")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [python, "-m", "aka_core.evaluation.judge", str(write_fd), *extra],
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,), start_new_session=True, cwd=scratch.name,
+            preexec_fn=die_with_parent(os.getpid()),
+            env={**worker_base_environment(), **(env or {}), "PYTHONUNBUFFERED": "1",
+                 "PYTHONDONTWRITEBYTECODE": "1",
+                 "AKA_JUDGE_LOG_PREFIX": str(log_path.with_suffix("")),
+                 **_judge_profile()},
+        )
+    os.close(write_fd)
+    messages: queue.Queue[tuple[float, dict[str, Any] | None]] = queue.Queue()
+    reader = threading.Thread(target=_read_messages, args=(read_fd, messages), daemon=True)
+    reader.start()
+    return StartedJudge(proc=proc, messages=messages, reader=reader, scratch=scratch,
+                        log_path=log_path, env=None if env is None else dict(env), python=python)
+
+
+def prestart_judge(profile: Any, *, env: Mapping[str, str] | None = None,
+                   log_path: Path | None = None, python: str = sys.executable) -> StartedJudge:
+    """A judge started before its request (``warm.WarmProfile``): it imports PyTorch and starts
+    its two runners, confined for ``profile``, then waits. Hand it to ``offer``; the next
+    ``evaluate`` in this process uses it (its runners only if the request fits the profile)."""
+    return _spawn(python, env, log_path, ["--warm", json.dumps(profile.to_json())])
+
+
+_offered: StartedJudge | None = None
+
+
+def offer(judge: StartedJudge) -> None:
+    """The judge the next ``evaluate`` call of this process starts from (used once)."""
+    global _offered
+    if _offered is not None:
+        _offered.close()
+    _offered = judge
+
+
+def _take_offered(python: str, env: Mapping[str, str] | None) -> StartedJudge | None:
+    global _offered
+    judge, _offered = _offered, None
+    if judge is None:
+        return None
+    wanted = None if env is None else dict(env)
+    if judge.python != python or judge.env != wanted or judge.proc.poll() is not None:
+        judge.close()  # started for another environment, or gone: a fresh one is started
+        return None
+    return judge
+
+
 def evaluate(
     request: EvaluationRequest,
     *,
@@ -115,38 +191,26 @@ def evaluate(
     log_path: Path | None = None,
     python: str = sys.executable,
 ) -> dict[str, Any]:
-    """Evaluate in a fresh judge process; always returns a record, never raises for the candidate."""
+    """Evaluate in a fresh judge process (one ``offer``ed ahead, where there is one); always
+    returns a record, never raises for the candidate."""
     request = attrs.evolve(request, secret_seed=secrets.randbits(62))
-    log_path = log_path or Path(tempfile.mkstemp(prefix="aka-judge-", suffix=".log")[1])
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    read_fd, write_fd = os.pipe()
     started = time.monotonic()
-    with open(log_path, "wb") as log, tempfile.TemporaryDirectory(prefix="aka-eval-") as scratch:
-        proc = subprocess.Popen(
-            [python, "-m", "aka_core.evaluation.judge", str(write_fd)],
-            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,), start_new_session=True, cwd=scratch,
-            preexec_fn=die_with_parent(os.getpid()),
-            env={**worker_base_environment(), **(env or {}), "PYTHONUNBUFFERED": "1",
-                 "PYTHONDONTWRITEBYTECODE": "1",
-                 "AKA_JUDGE_LOG_PREFIX": str(log_path.with_suffix("")),
-                 **_judge_profile()},
-        )
-        os.close(write_fd)
-        messages: queue.Queue[tuple[float, dict[str, Any] | None]] = queue.Queue()
-        reader = threading.Thread(target=_read_messages, args=(read_fd, messages), daemon=True)
-        reader.start()
+    judge = _take_offered(python, env) or _spawn(python, env, log_path, [])
+    try:
         try:
-            try:
-                assert proc.stdin is not None
-                proc.stdin.write(json.dumps(request.to_json()).encode())
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
-            watch, failure = _watch(proc, request, messages)
-        finally:  # also on Ctrl-C: the judge has its own session and would outlive us
-            _kill_group(proc)
-        reader.join(timeout=5)
+            assert judge.proc.stdin is not None
+            judge.proc.stdin.write(json.dumps(request.to_json()).encode())
+            judge.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        watch, failure = _watch(judge.proc, request, judge.messages)
+    finally:  # also on Ctrl-C: the judge has its own session and would outlive us
+        judge.close()
+    if log_path is not None and log_path != judge.log_path:  # a judge started ahead logged there
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            shutil.copyfile(judge.log_path, log_path)
+    log_path = log_path or judge.log_path
     record: dict[str, Any] = watch.result or {"phases": {}}
     record["phases_wall"] = watch.phase_times
     record["wall_seconds"] = round(time.monotonic() - started, 3)

@@ -427,3 +427,75 @@ def test_the_record_is_taken_when_the_judge_sends_it_not_when_its_process_exits(
     finally:
         evaluate._kill_group(judge)
     assert judge.returncode == -signal.SIGKILL
+
+
+# --------------------------------------------------------------------------- judges started ahead
+
+READS_ELSEWHERE = """\
+import os
+import torch
+
+BLOCKED = {blocked!r}
+
+
+def scale_add(x, y, alpha):
+    for path in BLOCKED:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError:
+            continue
+        return torch.zeros_like(x)  # it could read what it must not: wrong on purpose
+    return torch.add(x, y, alpha=alpha)
+"""
+
+
+def _warm_request(make_task: Callable[..., Path], tmp_path: Path, source: str
+                  ) -> tuple[EvaluationRequest, Path]:
+    task_dir = make_task()
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    (candidate / "kernel.py").write_text(source, encoding="utf-8")
+    return make_request(task_dir, candidate, seeds=1, timeouts=None), task_dir
+
+
+def test_a_judge_started_ahead_uses_its_confined_runners_and_they_read_only_their_stage(
+        make_task: Callable[..., Path], tmp_path: Path) -> None:
+    from aka_core.evaluation import warm
+
+    task_dir = make_task()
+    blocked = [str(task_dir / "reference.py"), str(task_dir / "kernel.py"),
+               "../stage/baseline/kernel.py", "../baseline/home"]
+    request, task_dir = _warm_request(make_task, tmp_path, READS_ELSEWHERE.format(blocked=blocked))
+    profile = warm.WarmProfile(device="cpu", confinement="required", protected=request.protected)
+    evaluate.offer(evaluate.prestart_judge(profile, log_path=tmp_path / "warm.log"))
+    record = evaluate.evaluate(request, log_path=tmp_path / "eval.log")
+    assert record.get("warm") == {"used": True}, record.get("warm")
+    gates = evaluate.outcome(record)
+    assert gates["pass_correctness"] is True, record.get("failure")
+    assert record["confinement"]["confined"] is True
+    assert (tmp_path / "eval.log").exists()
+
+
+def test_a_judge_started_for_another_profile_starts_fresh_runners(
+        make_task: Callable[..., Path], tmp_path: Path) -> None:
+    from aka_core.evaluation import warm
+
+    request, _ = _warm_request(make_task, tmp_path, CORRECT)
+    evaluate.offer(evaluate.prestart_judge(warm.WarmProfile(device="cuda", protected=())))
+    record = evaluate.evaluate(request, log_path=tmp_path / "eval.log")
+    assert record["warm"]["used"] is False and "device cpu" in record["warm"]["reason"]
+    assert evaluate.outcome(record)["pass_correctness"] is True, record.get("failure")
+
+
+def test_a_judge_offered_for_another_environment_is_not_used(
+        make_task: Callable[..., Path], tmp_path: Path) -> None:
+    from aka_core.evaluation import warm
+
+    request, _ = _warm_request(make_task, tmp_path, CORRECT)
+    offered = evaluate.prestart_judge(warm.WarmProfile(device="cpu"), env={"AKA_GPU_X": "1"})
+    evaluate.offer(offered)
+    record = evaluate.evaluate(request, log_path=tmp_path / "eval.log")
+    assert "warm" not in record  # a fresh judge: not started ahead
+    assert offered.proc.poll() is not None  # and the offered one was stopped
+    assert evaluate.outcome(record)["pass_correctness"] is True
