@@ -239,7 +239,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                            port=args.port, gpus=gpus, per_gpu=args.per_gpu,
                            cpu_workers=args.workers, max_queue=args.max_queue,
                            max_attempts=args.max_attempts,
-                           keep_days=args.keep_days if args.keep_days > 0 else None)
+                           keep_days=args.keep_days if args.keep_days > 0 else None,
+                           prestart=args.prestart)
     asyncio.run(serve(options))
     return EXIT_OK
 
@@ -446,6 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "checks and times while the others start (default 2)")
     p.add_argument("--workers", type=int, default=1, help="evaluations in flight without a GPU "
                    "(default 1)")
+    p.add_argument("--prestart", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep each slot's next evaluation started (PyTorch imported, runners "
+                        "confined and waiting); default: on with GPUs, off without")
     p.add_argument("--max-queue", type=int, default=1024, help="queued requests beyond which "
                    "new ones get 429 with Retry-After (default 1024)")
     p.add_argument("--max-attempts", type=int, default=3, help="attempts of an evaluation the "

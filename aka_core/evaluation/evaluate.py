@@ -208,8 +208,10 @@ def evaluate(
         judge.close()
     if log_path is not None and log_path != judge.log_path:  # a judge started ahead logged there
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            shutil.copyfile(judge.log_path, log_path)
+        for part in ("", ".baseline", ".candidate"):  # the judge's log, then its runners'
+            with contextlib.suppress(OSError):
+                shutil.copyfile(f"{judge.log_path.with_suffix('')}{part}.log",
+                                f"{log_path.with_suffix('')}{part}.log")
     log_path = log_path or judge.log_path
     record: dict[str, Any] = watch.result or {"phases": {}}
     record["phases_wall"] = watch.phase_times

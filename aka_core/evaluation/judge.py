@@ -1060,7 +1060,10 @@ def main(argv: list[str] | None = None) -> int:
         profile = warm_module.WarmProfile.from_json(json.loads(argv[2]))
         warm = warm_module.WarmRunners(profile, Path.cwd(), runner_environment,
                                        str(runner_log("x", Path.cwd()))[: -len(".x.log")])
-        import torch  # noqa: F401
+        import torch
+
+        if profile.device == "cuda" and torch.cuda.is_available():
+            torch.cuda.init()
     request = EvaluationRequest.from_json(json.loads(sys.stdin.read()))
     sys.stdin.close()
     judge = Judge(request, channel, warm)

@@ -93,6 +93,9 @@ class Runner:
         self.reply(event="sandboxed", confinement=record)
         if confine.get("warm"):
             import torch  # confined already; no side code has run yet
+
+            if confine.get("device") == "cuda":
+                torch.cuda.init()  # a context only: nothing runs on the GPU before "load"
         init = self.commands.read(timeout=24 * 3600)
         if init.get("op") != "init":
             return

@@ -93,7 +93,8 @@ class WarmRunners:
                                profile.confinement == "required")
             runner = RunnerProcess(side, scratch=scratch, env=env_for(scratch, {}),
                                    log_path=Path(f"{log_prefix}.{side}.log"))
-            runner.send(op="confine", sandbox=spec, confine=True, warm=True)
+            runner.send(op="confine", sandbox=spec, confine=True, warm=True,
+                        device=profile.device)
             self.runners[side], self.specs[side] = runner, spec
 
     def scratch(self, side: str) -> Path:

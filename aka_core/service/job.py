@@ -1,7 +1,9 @@
 """One evaluation of the reward service, in a process of its own (started once, used once).
 
 ``python -m aka_core.service.job SPEC.json``: SPEC names the task folder, the candidate folder,
-the device and where to write the result. The process dies with the service (``PDEATHSIG``), and
+the device and where to write the result. ``python -m aka_core.service.job --warm PROFILE``
+starts before its request (a judge and its runners started and waiting: ``warm``) and reads the
+SPEC's path from stdin. The process dies with the service (``PDEATHSIG``), and
 the judge it starts dies with it: cancelling or timing out an evaluation is killing this process.
 The result file is written atomically; a process that ends without one failed for the
 evaluator's reasons (the service retries it).
@@ -43,6 +45,18 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[0] == "--warm":
+        # Started ahead of its request: the evaluator imported, a judge and its confined runners
+        # waiting (``evaluate.prestart_judge``); the spec's path then comes on stdin.
+        from aka_core import api  # noqa: F401
+        from aka_core.evaluation import evaluate, warm
+
+        profile = warm.WarmProfile.from_json(json.loads(args[1]))
+        evaluate.offer(evaluate.prestart_judge(profile))
+        line = sys.stdin.readline().strip()
+        if not line:
+            return 0  # the service stopped or no longer needs it
+        args = [line]
     spec = json.loads(Path(args[0]).read_text())
     out = Path(spec["result_path"])
     try:

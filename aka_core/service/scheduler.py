@@ -7,6 +7,12 @@ GPU (the judge's GPU lock, taken before any side's code is imported, keeps check
 exclusive), the others start their processes and wait. Each evaluation is a process of its own,
 used once (isolation), that dies with the service; cancelling a request or passing its deadline
 kills it. An evaluation that fails for the evaluator's reasons is queued again (``store.retry``).
+
+With ``prestart`` each slot keeps its next evaluation's process started and waiting: the
+evaluator imported, a judge with PyTorch imported and its two runners confined and waiting
+(``evaluation.warm``), so a request starts where the imports end. It is still one process tree per
+evaluation, used once; the judge uses the waiting runners only where their sandbox is the one the
+request's would be.
 """
 
 from __future__ import annotations
@@ -49,7 +55,10 @@ def make_slots(*, gpus: list[int] | None, per_gpu: int, cpu_workers: int) -> lis
 class Scheduler:
     def __init__(self, store: RequestStore, slots: list[Slot], spool: Path, *,
                  evaluator: str | None = None, evaluation_seconds: float = DEFAULT_EVALUATION_SECONDS,
-                 python: str = sys.executable):
+                 python: str = sys.executable, prestart: tuple[str, ...] | None = None):
+        """``prestart``: keep each slot's next evaluation started, its runners confined away from
+        these folders (the tasks folder and the service's state: what every request protects);
+        None: start each evaluation when its request comes."""
         self.store = store
         self.slots = slots
         self.spool = spool
@@ -62,6 +71,9 @@ class Scheduler:
         self._tasks: list[asyncio.Task[None]] = []
         self.stopping = False
         self.completed = 0
+        self.prestart = prestart
+        self.standby: dict[str, tuple[asyncio.subprocess.Process, Path]] = {}
+        self._standby_count = 0
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
@@ -78,6 +90,9 @@ class Scheduler:
         self._wake.set()
         for proc in list(self.running.values()):
             _kill(proc)
+        for proc, _ in self.standby.values():
+            _kill(proc)
+        self.standby = {}
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -116,7 +131,49 @@ class Scheduler:
         return request
 
     # ------------------------------------------------------------------ the slots
+    async def _start_standby(self, slot: Slot) -> None:
+        """The slot's next evaluation process, started and waiting for its spec."""
+        if self.prestart is None or slot.device not in ("cuda", "cpu") or self.stopping:
+            return
+        from aka_core.evaluation.warm import WarmProfile
+
+        profile = WarmProfile(device=slot.device, confinement="required",
+                              protected=self.prestart)
+        folder = self.spool / "_standby"
+        folder.mkdir(parents=True, exist_ok=True)
+        self._standby_count += 1
+        log_path = folder / f"{slot.name.replace(':', '-').replace('#', '-')}-{self._standby_count}.log"
+        env = {**os.environ, **slot.env, "PYTHONUNBUFFERED": "1"}
+        with open(log_path, "wb") as log:
+            proc = await asyncio.create_subprocess_exec(
+                self.python, "-m", "aka_core.service.job", "--warm", json.dumps(profile.to_json()),
+                stdin=asyncio.subprocess.PIPE, stdout=log, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True, env=env, preexec_fn=die_with_parent(os.getpid()))
+        self.standby[slot.name] = (proc, log_path)
+
+    async def _take_standby(self, slot: Slot, spec_path: Path
+                            ) -> tuple[asyncio.subprocess.Process, Path] | None:
+        """The slot's waiting process, handed ``spec_path``; None where it is not there or gone."""
+        entry = self.standby.pop(slot.name, None)
+        if entry is None:
+            return None
+        proc, log_path = entry
+        if proc.returncode is None and proc.stdin is not None:
+            try:
+                proc.stdin.write(f"{spec_path}\n".encode())
+                await proc.stdin.drain()
+                proc.stdin.close()
+                return proc, log_path
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        _kill(proc)
+        with contextlib.suppress(Exception):
+            await proc.wait()
+        log_path.unlink(missing_ok=True)
+        return None
+
     async def _worker(self, slot: Slot) -> None:
+        await self._start_standby(slot)
         while not self.stopping:
             request = self.store.claim(slot.name)
             if request is None:
@@ -150,12 +207,18 @@ class Scheduler:
         if request.deadline is not None:
             limit = min(limit, max(0.0, request.deadline - time.time()))
         env = {**os.environ, **slot.env, "PYTHONUNBUFFERED": "1"}
-        with open(folder / f"job-{request.attempts}.log", "wb") as log:
-            proc = await asyncio.create_subprocess_exec(
-                self.python, "-m", "aka_core.service.job", str(spec_path),
-                stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True, env=env, preexec_fn=die_with_parent(os.getpid()))
+        taken = await self._take_standby(slot, spec_path)
+        standby_log = None
+        if taken is not None:
+            proc, standby_log = taken
+        else:
+            with open(folder / f"job-{request.attempts}.log", "wb") as log:
+                proc = await asyncio.create_subprocess_exec(
+                    self.python, "-m", "aka_core.service.job", str(spec_path),
+                    stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True, env=env, preexec_fn=die_with_parent(os.getpid()))
         self.running[request.id] = proc
+        await self._start_standby(slot)  # the next one starts while this one runs
         timed_out = False
         try:
             await asyncio.wait_for(proc.wait(), timeout=limit)
@@ -171,6 +234,9 @@ class Scheduler:
             raise
         finally:
             self.running.pop(request.id, None)
+            if standby_log is not None:  # its log joins the request's folder, like a job's
+                with contextlib.suppress(OSError):
+                    os.replace(standby_log, folder / f"job-{request.attempts}.log")
         current = self.store.get(request.id)
         if current is None or current.state != "running":
             shutil.rmtree(folder, ignore_errors=True)  # cancelled meanwhile

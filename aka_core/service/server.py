@@ -37,6 +37,8 @@ class ServeOptions:
     """module:function called instead of ``api.evaluate_candidate`` (tests of the service)."""
     keep_days: float | None = 30.0
     """Terminal requests are forgotten this long after they ended (None: kept for ever)."""
+    prestart: bool | None = None
+    """Keep each slot's next evaluation started and waiting (None: on GPU slots only)."""
 
 
 def require_dependencies() -> None:
@@ -67,6 +69,17 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def prestart_protected(tasks_root: Path, state: Path) -> tuple[str, ...]:
+    """The folders every request of this service protects (``lifecycle.protected_paths`` of a
+    task below ``tasks_root``, and the service's state): what pre-started runners are confined
+    away from."""
+    root = tasks_root.resolve()
+    found = [root, state.resolve()]
+    for ancestor in root.parents:
+        found += [ancestor / name for name in ("tasks", "tests") if (ancestor / name).is_dir()]
+    return tuple(sorted({str(p) for p in found}))
+
+
 async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) -> None:
     require_dependencies()
     import uvicorn
@@ -82,8 +95,11 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
     store = RequestStore(options.state / "queue.db", max_attempts=options.max_attempts)
     slots = make_slots(gpus=list(options.gpus), per_gpu=options.per_gpu,
                        cpu_workers=options.cpu_workers)
+    prestart = options.prestart if options.prestart is not None else bool(options.gpus)
     scheduler = Scheduler(store, slots, spool, evaluator=options.evaluator,
-                          evaluation_seconds=options.evaluation_seconds)
+                          evaluation_seconds=options.evaluation_seconds,
+                          prestart=(prestart_protected(options.tasks_root, options.state)
+                                    if prestart else None))
     service = Service(scheduler, options.tasks_root, max_queue=options.max_queue)
     sock = bind(options.host, options.port)
     host, port = sock.getsockname()[:2]

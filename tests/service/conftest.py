@@ -85,7 +85,8 @@ class ServiceProcess:
 
     def __init__(self, tmp: Path, *, workers: int = 2, max_queue: int = 1024,
                  max_attempts: int = 3, evaluation_seconds: float = 600.0,
-                 evaluator: str | None = "aka_fake_evaluator:evaluate"):
+                 evaluator: str | None = "aka_fake_evaluator:evaluate",
+                 prestart: bool | None = None):
         self.tmp = tmp
         self.state = tmp / "state"
         self.port = free_port()
@@ -95,7 +96,8 @@ class ServiceProcess:
         (tmp / "aka_fake_evaluator.py").write_text(FAKE_EVALUATOR)
         self.options = dict(tasks_root=str(ROOT / "tasks"), state=str(self.state), port=self.port,
                             cpu_workers=workers, max_queue=max_queue, max_attempts=max_attempts,
-                            evaluation_seconds=evaluation_seconds, evaluator=evaluator)
+                            evaluation_seconds=evaluation_seconds, evaluator=evaluator,
+                            prestart=prestart)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ServiceProcess:

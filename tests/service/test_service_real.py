@@ -37,3 +37,21 @@ def test_code_blocks_become_the_candidates_files() -> None:
     assert extract_files("no code at all") == {}
     assert extract_files("```python\nx = 1\n```", main_file="solution.py") == {
         "solution.py": "x = 1\n"}
+
+
+def test_pre_started_evaluations_judge_as_fresh_ones(make_service: object) -> None:
+    """With ``prestart`` each evaluation starts from a judge and runners started ahead: the real
+    judge on the CPU accepts the stored solution and rejects a wrong one, as fresh ones do."""
+    from aka_core.api import ServiceClient
+
+    service = make_service(workers=1, evaluator=None, prestart=True)  # type: ignore[operator]
+    solution = (ROOT / "tests" / "solutions" / "triton2triton" / "gelu" / "kernel.py").read_text()
+    wrong = "import torch\n\n\ndef gelu(x):\n    return x * 0.5\n"
+    with ServiceClient(service.url) as client:
+        results = [client.evaluate("triton2triton/gelu", {"kernel.py": source})
+                   for source in (solution, wrong, solution)]
+    assert [r["status"] for r in results] == ["scored", "candidate_failure", "scored"]
+    assert results[0]["accepted"] and results[2]["accepted"]
+    assert results[1]["failure"]["kind"] == "correctness"
+    warm = [r["record"]["evaluation"].get("warm") for r in results]
+    assert warm == [{"used": True}] * 3, warm
