@@ -115,6 +115,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
                           if args.report_dir else None, as_json=args.json)
 
 
+def cmd_task_new(args: argparse.Namespace) -> int:
+    from aka_core.task_builder import draft_task
+
+    draft = draft_task(Path(args.from_reference), name=args.name,
+                       out=Path(args.out) if args.out else None, backend=args.backend,
+                       example_shapes=args.example_shapes, sizes=args.sizes, dtype=args.dtype,
+                       function=args.function)
+    for note in draft.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"drafted {draft.task_id}; review task.yaml (sizes, tolerance, cost, instructions), "
+          f"then run: aka validate {draft.path} --run --device cpu", file=sys.stderr)
+    print(draft.path)
+    return EXIT_OK
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     from aka_core import gpus
     from aka_core.config import load_run_config, resolve_tasks_directory
@@ -406,6 +421,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-dir", help="write validation_report.yaml files here")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("task", help="author tasks: aka task new --from-reference REF.py")
+    task_sub = p.add_subparsers(dest="task_command", required=True)
+    p = task_sub.add_parser("new", help="draft a task folder from a reference function "
+                            "(docs/task-format.md, 'Drafting and validating a task')")
+    p.add_argument("--from-reference", required=True, metavar="REF.py",
+                   help="a .py file defining the reference function; its docstring's Shapes: "
+                        "section describes the inputs")
+    p.add_argument("--name", metavar="FAMILY/NAME", help="the task id (default: "
+                   "torch2triton/<function> or torch2torch/<function>)")
+    p.add_argument("--out", metavar="DIR", help="the folder to create (default: tasks/<name>)")
+    p.add_argument("--backend", choices=["triton", "torch"], default="triton",
+                   help="triton: a Triton task with a PyTorch baseline (default); torch: the "
+                        "kernel is the reference's math in plain PyTorch")
+    p.add_argument("--example-shapes", metavar="SHAPES", help="input shapes, overriding the "
+                   "docstring's: 'x: [M, N]; weight: [N] float32; ids: [T] int64 < V'")
+    p.add_argument("--sizes", metavar="SIZES", help="the typical case's sizes: 'M=8192,N=4096'")
+    p.add_argument("--dtype", default="bfloat16", help="the cases' dtype, for tensors whose shape "
+                   "names none (default bfloat16)")
+    p.add_argument("--function", help="the reference function, where the file defines several")
+    p.set_defaults(func=cmd_task_new)
 
     p = sub.add_parser("plugins", help="list installed plugins and load errors")
     p.add_argument("--json", action="store_true", help=JSON_HELP)

@@ -1,5 +1,7 @@
 """Red team, the reward service: a candidate evaluated by `aka serve` looks for the service's
-queue (other candidates' files waiting for a slot, every result) and its port.
+queue (other candidates' files waiting for a slot, every result) and its port; with evaluations
+started ahead (``--prestart``), also for the baseline's stage beside its own and a way to change
+its own staged files after the judge copied (and checked) them.
 
 The service's state folder is put where runners may otherwise read (under /opt, one of the
 system folders a runner reads): the judge must carve it out. The candidate computes GELU
@@ -58,11 +60,24 @@ try:
         _found.append("port")
 except OSError:
     pass
+for _other in pathlib.Path("..").glob("stage/baseline/**/*"):  # the baseline's staged files
+    try:
+        _other.read_bytes()[:1]
+        _found.append(str(_other))
+    except OSError:
+        pass
+try:
+    pathlib.Path("../stage/candidate/kernel.py").write_text("rewritten after the check")
+    _found.append("own stage writable")
+except OSError:
+    pass
 print("probe found:", _found, file=sys.stderr)
 '''
 
 
-def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prestart", ["--prestart", "--no-prestart"])
+def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path,
+                                                                prestart: str) -> None:
     if sandbox.landlock_abi() <= 0:
         pytest.skip("no Landlock here: runners cannot be confined")
     try:
@@ -73,7 +88,7 @@ def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path) 
     port_file = state / "service.json"
     proc = subprocess.Popen([sys.executable, "-m", "aka_core.cli", "serve", "--tasks",
                              str(open_tasks_root()), "--state", str(state), "--port", "0",
-                             "--device", "cpu"], stdout=subprocess.DEVNULL,
+                             "--device", "cpu", prestart], stdout=subprocess.DEVNULL,
                             stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
     try:
         deadline = time.monotonic() + 60
@@ -96,6 +111,8 @@ def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path) 
             result = client.evaluate(TASK, {"kernel.py": exploit}, id="prober", priority=5)
         assert result["status"] == "scored", result
         assert result["record"]["evaluation"]["confinement"]["confined"] is True
+        if prestart == "--prestart":  # the pre-started runners were the ones probed
+            assert result["record"]["evaluation"]["warm"] == {"used": True}
     finally:
         proc.terminate()
         proc.wait(timeout=60)
