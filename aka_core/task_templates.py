@@ -6,12 +6,15 @@ Each function returns a file's text; ``task_builder`` decides which to write whe
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aka_core.task_spec import FLOAT_DTYPES, ReferenceSpec, ScalarSpec, TensorSpec
 
 _ANNOTATION = {bool: "bool", int: "int", float: "float"}
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n"})
 
 
 def _dims_text(dims: Sequence[str | int]) -> str:
@@ -149,7 +152,8 @@ def yaml_value(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        plain = _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS
+        return value if plain else json.dumps(value)
     if isinstance(value, Mapping):
         return "{" + ", ".join(f"{k}: {yaml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, Sequence):
