@@ -4,7 +4,10 @@
    that fills the kernel store: wall seconds p50 (the single-evaluation latency a trainer sees).
 2. ``--serial``: one ``aka eval`` per task's stored solution, one after another (the reference
    scores and the serial rate).
-3. the service: ``aka serve`` on every GPU (``--per-gpu``), a client with ``--in-flight``
+3. ``--single N``: N requests of the same task, one at a time, to the idle service (each after a
+   pause in which the slot's next evaluation starts: ``--prestart``): wall seconds p50, what one
+   rollout waits.
+4. the service: ``aka serve`` on every GPU (``--per-gpu``), a client with ``--in-flight``
    requests at once sending ``--repeats`` copies of every stored solution (distinct ids);
    evaluations per GPU-minute from the first submission to the last answer; per task, the
    service's speedups against the serial one (CI overlap).
@@ -97,6 +100,24 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
         return list(results), time.monotonic() - started
 
 
+async def single_requests(url: str, task: str, count: int) -> list[float]:
+    """``count`` requests one after another, each to an idle service: what one rollout waits."""
+    from aka_core.api import AsyncServiceClient
+
+    files = editable_files(task)
+    run = time.strftime("%H%M%S")
+    walls = []
+    async with AsyncServiceClient(url, timeout=600) as client:
+        for k in range(count + 1):  # the first fills the kernel store and is not counted
+            await asyncio.sleep(3.0)  # the slot's next evaluation has started meanwhile
+            started = time.monotonic()
+            await client.evaluate(task, files, id=f"{run}-single-{k}", held_out_seed=HELD_OUT_SEED,
+                                  record=False)
+            if k:
+                walls.append(time.monotonic() - started)
+    return walls
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -108,6 +129,10 @@ def main() -> int:
     parser.add_argument("--warm", type=int, default=5)
     parser.add_argument("--warm-task", default="triton2triton/softmax")
     parser.add_argument("--serial", action="store_true")
+    parser.add_argument("--single", type=int, default=5,
+                        help="requests of --warm-task one at a time through the service (p50)")
+    parser.add_argument("--prestart", action=argparse.BooleanOptionalAction, default=True,
+                        help="the service keeps each slot's next evaluation started")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -128,13 +153,18 @@ def main() -> int:
         service = subprocess.Popen([sys.executable, "-m", "aka_core.cli", "serve", "--tasks",
                                     str(ROOT / "tasks"), "--state", str(state), "--port", "0",
                                     "--per-gpu", str(args.per_gpu),
-                                    "--max-queue", str(4 * args.in_flight)])
+                                    "--max-queue", str(4 * args.in_flight),
+                                    "--prestart" if args.prestart else "--no-prestart"])
         try:
             while not (state / "service.json").is_file():
                 if service.poll() is not None:
                     raise SystemExit("aka serve did not start")
                 time.sleep(0.2)
             url = json.loads((state / "service.json").read_text())["url"]
+            if args.single:
+                walls = asyncio.run(single_requests(url, args.warm_task, args.single))
+                report["single"] = {"task": args.warm_task, "wall_s": walls,
+                                    "p50": statistics.median(walls), "prestart": args.prestart}
             results, wall = asyncio.run(through_service(url, tasks, args.repeats, args.in_flight))
         finally:
             service.terminate()
@@ -150,6 +180,11 @@ def main() -> int:
     if "warm" in report:
         lines.append(f"warm `aka eval` of {args.warm_task}: p50 {report['warm']['p50']:.2f} s "
                      f"({', '.join(f'{w:.2f}' for w in report['warm']['wall_s'])})")
+    if "single" in report:
+        single = report["single"]
+        lines.append(f"single requests of {single['task']} to an idle `aka serve` (prestart "
+                     f"{'on' if single['prestart'] else 'off'}): p50 {single['p50']:.2f} s "
+                     f"({', '.join(f'{w:.2f}' for w in single['wall_s'])})")
     if "serial" in report:
         lines.append(f"serial `aka eval` of the {len(tasks)} tasks: {report['serial_wall_s']:.1f} s "
                      f"({len(tasks) / (report['serial_wall_s'] / 60):.1f} per GPU-minute)")
