@@ -112,7 +112,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     return validate_paths([Path(p) for p in args.paths], _host(), run=args.run,
                           device=args.device, report_dir=Path(args.report_dir)
-                          if args.report_dir else None, as_json=args.json)
+                          if args.report_dir else None, as_json=args.json,
+                          report_file=Path(args.report) if args.report else None)
 
 
 def cmd_task_new(args: argparse.Namespace) -> int:
@@ -419,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run each task's reference and baseline through the evaluator")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help=DEVICE_HELP)
     p.add_argument("--report-dir", help="write validation_report.yaml files here")
+    p.add_argument("--report", metavar="FILE", help="write every task's checks to FILE (JSON "
+                   "for a .json name, else YAML)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_validate)
 

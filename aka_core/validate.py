@@ -2,7 +2,10 @@
 
 A task's validation report has ``overall_status`` PASS, WARN or FAIL, separate from any
 optimisation result. ``--run`` runs the reference and the baseline through the evaluator (the
-baseline against itself) and checks the reference's run time against the sizing rule.
+baseline against itself) and checks the reference's run time against the sizing rule; then the
+quality checks of ``task_quality`` (hang guard, tolerance calibration, trivial candidates through
+the real evaluator). Static validation includes ``task_quality``'s timeouts, held-out coverage
+and unfinished-draft checks.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 from aka_core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, AkaError
 from aka_core.host import PluginHost
 from aka_core.models import Task
-from aka_core.yamlio import write_yaml_atomic
+from aka_core.yamlio import write_json_atomic, write_yaml_atomic
 
 # The reference should run 0.05-15 ms on the target (docs/task-format.md).
 REFERENCE_MS_RANGE = (0.05, 15.0)
@@ -66,10 +69,9 @@ def validate_task(task_dir: Path, task_id: str, host: PluginHost, *, run: bool,
 
 
 def _contract_warnings(task: Task) -> list[dict[str, Any]]:
-    out = []
-    if not task.held_out_cases and task.held_out_draws is None:
-        out.append({"name": "held_out_cases", "status": "WARN",
-                    "detail": "no held-out cases: hard-coded shapes would go unnoticed"})
+    from aka_core.task_quality import static_checks
+
+    out = static_checks(task)
     if task.smoke_case is None:
         out.append({"name": "smoke_case", "status": "WARN",
                     "detail": "no smoke_case: CPU runs would use the first full case"})
@@ -78,9 +80,10 @@ def _contract_warnings(task: Task) -> list[dict[str, Any]]:
 
 def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any]
                 ) -> list[dict[str, Any]]:
-    from aka_core.api import validate_task_run
+    from aka_core.api import resolve_device, validate_task_run
     from aka_core.evaluation.evaluate import outcome
 
+    device = resolve_device(device)
     record = validate_task_run(task, host, device=device)
     report["evaluation"] = {k: v for k, v in record.items() if k not in ("worker_log_tail",)}
     gates = outcome(record)
@@ -98,6 +101,16 @@ def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any
     n = len(record.get("correctness", {}).get("checks", []))
     out.append({"name": "baseline_matches_reference", "status": "PASS" if gates["pass_correctness"]
                 else "FAIL", "detail": f"{n} checks on {record.get('device', {}).get('name')}"})
+    out.extend(_timing_checks(record))
+    if gates["pass_correctness"]:
+        from aka_core.task_quality import run_checks
+
+        out.extend(run_checks(task, host, device, record))
+    return out
+
+
+def _timing_checks(record: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     perf = record.get("performance") or {}
     if not perf.get("measured"):
         out.append({"name": "timing", "status": "PASS",
@@ -121,7 +134,8 @@ def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any
 
 
 def validate_paths(paths: list[Path], host: PluginHost, *, run: bool, device: str,
-                   report_dir: Path | None, as_json: bool) -> int:
+                   report_dir: Path | None, as_json: bool, report_file: Path | None = None
+                   ) -> int:
     from aka_core.config import check_agent_factory, load_run_config, resolve_tasks_directory
     from aka_core.selection import resolve_selectors
     from aka_core.yamlio import load_yaml
@@ -161,6 +175,8 @@ def validate_paths(paths: list[Path], host: PluginHost, *, run: bool, device: st
             if report_dir is not None:
                 write_yaml_atomic(report_dir.joinpath(*task_id.split("/"), "validation_report.yaml"),
                                   report)
+    if report_file is not None:
+        write_report_file(report_file, reports)
     if as_json:
         print(json.dumps(reports, indent=2, default=str))
     else:
@@ -174,3 +190,14 @@ def validate_paths(paths: list[Path], host: PluginHost, *, run: bool, device: st
                 print(f"      {report['detail']}")
     return worst if worst != EXIT_OK or all(r["overall_status"] != "FAIL" for r in reports) \
         else EXIT_FAILURE
+
+
+def write_report_file(path: Path, reports: list[dict[str, Any]]) -> None:
+    """Every report of this validation in one file: JSON for a ``.json`` name, else YAML."""
+    data = {"reports": reports,
+            "overall_status": "FAIL" if any(r["overall_status"] == "FAIL" for r in reports)
+            else "WARN" if any(r["overall_status"] == "WARN" for r in reports) else "PASS"}
+    if path.suffix == ".json":
+        write_json_atomic(path, data)
+    else:
+        write_yaml_atomic(path, data)
