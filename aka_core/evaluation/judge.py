@@ -674,6 +674,12 @@ class Judge:
             runner.cont()
             runner.kill()
         sides.kill_orphans(set())
+        # Nothing of the sides is left: the next evaluation may have the GPU while this one
+        # keeps its kernels and sends its record.
+        lock = getattr(self, "_gpu_lock", None)
+        if lock is not None:
+            lock.close()
+            self._gpu_lock = None
         self.save_kernel_caches()
 
 
@@ -1041,7 +1047,8 @@ def gpu_lock_path() -> Path:
 
 
 def acquire_gpu_lock() -> Any:
-    """An exclusive lock on this GPU, held until the judge exits (the kernel releases it)."""
+    """An exclusive lock on this GPU, held until the judge closes it (``Judge.close``, once no
+    process of a side is left) or exits (the kernel releases it)."""
     import fcntl
 
     handle = open(gpu_lock_path(), "a+")  # noqa: SIM115 - held for the life of the process
