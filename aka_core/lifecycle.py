@@ -467,15 +467,19 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                        execution: AgentExecution | None, integrity_report: IntegrityReport,
                        base: dict[str, Any]) -> TaskResult:
     ev = ctx.config.evaluation
-    arch = compile_only_architecture(task, ctx.device, ctx.host, ctx.config.target_gpu_model)
-    request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
-                            measure_performance=ev.measure_performance, seeds=ev.seeds_per_case,
-                            compile_only=arch, confinement=ev.confinement, host=ctx.host,
-                            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir,
-                                      *ctx.protected_extra),
-                            held_out_seed=ev.held_out_seed)
-    log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases],
-             compile_only=arch)
+    protected = protected_paths(task, ctx.tasks_root, ctx.run_dir, *ctx.protected_extra)
+    request = None
+    if task.harness is None:
+        arch = compile_only_architecture(task, ctx.device, ctx.host, ctx.config.target_gpu_model)
+        request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
+                                measure_performance=ev.measure_performance,
+                                seeds=ev.seeds_per_case, compile_only=arch,
+                                confinement=ev.confinement, host=ctx.host, protected=protected,
+                                held_out_seed=ev.held_out_seed)
+        log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases],
+                 compile_only=arch)
+    else:
+        log.info("evaluating with the task's own commands (harness-trusted)", device=ctx.device)
     tampered = evaluator_tampering(ctx)
     if tampered:
         return TaskResult(status="infra_error", error=tampered, agent_execution=execution,
@@ -483,7 +487,14 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                               "kind": "infra_error", "message": tampered, "retryable": False}},
                           **base)
     copy_before = digests(baseline)
-    record = evaluate.evaluate(request, log_path=logs / "evaluation.log")
+    if request is not None:
+        record = evaluate.evaluate(request, log_path=logs / "evaluation.log")
+    else:
+        from aka_core import harness
+
+        record = harness.evaluate(task, workspace, baseline, logs, device=ctx.device,
+                                  measure_performance=ev.measure_performance,
+                                  protected=protected, confinement=ev.confinement)
     tampered = evaluator_tampering(ctx)
     if tampered:  # something changed the evaluator while this evaluation ran
         record["failure"] = {"kind": "infra_error", "message": tampered, "retryable": False}
@@ -591,6 +602,9 @@ def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],
             detail="candidate and baseline ran confined (file system allowlist, no network)"
             if confined else f"the runners were not fully confined (policy "
                              f"{confinement.get('policy')}): see evaluation.confinement"))
+    if record.get("trust") == "harness":  # passes, and says what it means
+        checks.append(Gate(name="judged_by_the_task", passed=True,
+                           detail=str(record.get("trust_note", "harness-trusted"))))
     if compile_only:  # nothing ran: never accepted, whatever else passed
         checks.append(Gate(name="ran", passed=False, detail=compile_only["note"]))
     failed = [g for g in checks if not g.passed]

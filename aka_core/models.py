@@ -165,6 +165,25 @@ class Cost:
 
 
 @attrs.frozen(kw_only=True)
+class Harness:
+    """A task whose own commands build, check and time its code (a task format that predates
+    the judge): run in the workspace, in a sandbox, by ``aka_core.harness``. Its record says
+    ``trust: harness``: the task's commands decide correctness and time, so the trusted judge's
+    guarantees (secret inputs, audits, the judge's clock) do not apply."""
+
+    compile: tuple[str, ...] = ()
+    correctness: tuple[str, ...] = ()
+    performance: tuple[str, ...] = ()
+    report: str | None = None
+    """The JSON file (relative to the task's folder) the performance commands write."""
+    time_key: str | None = None
+    """The key of the report that holds a time in milliseconds (None: the first of
+    ``harness.TIME_KEYS`` found)."""
+    timeout_s: float = 1800.0
+    """Each command's limit."""
+
+
+@attrs.frozen(kw_only=True)
 class HeldOutDraws:
     """Held-out cases drawn by the judge from a per-evaluation secret: which shapes are
     evaluated exists only in the judge's memory until the evaluation is recorded. Each param is a
@@ -217,6 +236,8 @@ class Task:
     held_out_draws: HeldOutDraws | None = None
     cost: Cost | None = None
     rules: TaskRules = attrs.Factory(TaskRules)
+    harness: Harness | None = None
+    """Set for tasks judged by their own commands instead of the judge (``Harness``)."""
 
     @property
     def baseline_is_initial_candidate(self) -> bool:

@@ -328,7 +328,10 @@ class TaskFormatContract(PluginContract):
             assert (root / file_name).is_file(), f"{ref} names no file below {root}"
         assert task.editable and all((root / f).is_file() for f in task.editable)
         assert task.cases, "a task has at least one case"
-        assert task.tolerance, "a task gives tolerances for its floating-point outputs"
+        if task.harness is None:  # a task judged by its own commands compares nothing itself
+            assert task.tolerance, "a task gives tolerances for its floating-point outputs"
+        else:
+            assert task.harness.correctness, "a harness task has a correctness command"
 
     def test_a_folder_it_does_not_recognise_is_a_config_error(
         self, task_format: TaskFormat, tmp_path: Path
