@@ -203,8 +203,11 @@ def _judge_trivial(name: str, kind: str, task: Task, host: PluginHost, device: s
 
     what = f"a candidate that {DESCRIPTIONS[kind]}"
     try:
-        result = api.evaluate_candidate(task.root, folder, device=device, held_out=False,
-                                        measure_performance=False, host=host)
+        for _attempt in range(2):  # an infra_error is the evaluator's, and retryable: once
+            result = api.evaluate_candidate(task.root, folder, device=device, held_out=False,
+                                            measure_performance=False, host=host)
+            if result.status != "infra_error":
+                break
     except AkaError as exc:
         return check(name, "WARN", f"{what} could not be evaluated: {exc}")
     record = result.evaluation or {}
