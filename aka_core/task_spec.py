@@ -11,6 +11,7 @@ The reference defines one public function. Each parameter is a tensor or a scala
           weight: [N] float32       a tensor of a fixed dtype
           ids: [T] int64 < V        integer values drawn from [0, V)
           eps: 1e-6                 a scalar
+  (``# text`` after a line is a comment.)
 
   Dimensions are symbols (upper-case by convention; the cases' params) or integer literals
   (fixed sizes).
@@ -336,6 +337,7 @@ def _sections(node: ast.Constant | None, path: Path) -> dict[str, list[tuple[str
         if any(name.strip() == n for n, _ in found["Shapes"]):
             raise ConfigError(Problem(f"Shapes: {name.strip()} is described twice", file=path,
                                       line=line, hint="keep one line per input"))
+        spec = spec.split("#")[0]  # a comment may follow the spec
         found["Shapes"].append((name.strip(), (spec.strip(), line)))
     return found
 
