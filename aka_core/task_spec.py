@@ -44,6 +44,8 @@ DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, "bool")
 # Names a symbol cannot take: the cases' dtype param and the cost expressions' functions.
 RESERVED = frozenset({"dtype", "min", "max", "ceil", "floor", "bytes_of"})
 SECTIONS = ("Shapes", "Sizes", "Returns", "Flops")
+# Local names of the drafted inputs factory, which an input's name must not shadow.
+FACTORY_NAMES = frozenset({"case", "seed", "device", "g", "dtype", "torch"})
 GUIDE = "docs/task-format.md, 'Drafting and validating a task'"
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -130,6 +132,13 @@ def read_reference(path: Path, *, function: str | None = None,
             shape_lines[name] = (spec, None)
     inputs = _inputs(fn, path, shape_lines)
     symbols = {s for i in inputs if isinstance(i, TensorSpec) for s in i.symbols}
+    for item in inputs:
+        if item.name in symbols or item.name in FACTORY_NAMES:
+            what = "a shape's symbol" if item.name in symbols else "a name of the inputs factory"
+            raise ConfigError(Problem(
+                f"parameter {item.name!r} of {fn.name}() is also {what}", file=path,
+                line=fn.lineno, hint="rename the parameter or the symbol (symbols are upper-case "
+                                     "by convention: M, N)"))
     size_text, size_line = _one_line(sections, "Sizes")
     typical = _sizes(size_text, path, size_line, "Sizes") if size_text else {}
     if sizes:

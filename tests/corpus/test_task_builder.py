@@ -132,6 +132,8 @@ BAD_REFERENCES = {
     "bad dimension": ('def f(x):\n    """Shapes:\n        x: [M, 2.5]\n    """\n    return x\n',
                       "ref.py:3", "dimension '2.5'"),
     "syntax error": ("def f(x:\n    return x\n", "ref.py:1", "syntax error"),
+    "name clash": ('def f(x, N):\n    """Shapes:\n        x: [N]\n        N: 3\n    """\n'
+                   "    return x * N\n", "ref.py:1", "parameter 'N' of f() is also a shape's symbol"),
     "raises on its inputs": (
         'def f(x, w):\n    """Shapes:\n        x: [M, K]\n        w: [N, K]\n    """\n'
         "    return x @ w\n", "ref.py:6", "the reference raised RuntimeError"),
