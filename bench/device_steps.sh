@@ -11,6 +11,8 @@
 #                                    # work at 4 and at 2 ms blocks (the default is chosen by it)
 #   bash bench/device_steps.sh 8     # latency on the old engine's exact cases (gelu's one fixed
 #                                    # held-out case instead of two drawn); a short service run
+#   bash bench/device_steps.sh 9     # every task: validate --run and its stored solution (the
+#                                    # tasks written on the CPU get their first GPU run here)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
@@ -18,7 +20,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 8}"
+step="${1:?step 1 to 9}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -99,5 +101,9 @@ PY
       triton2triton/softmax torch2cuda/silu_and_mul triton2triton/rms_norm --repeats 3 \
       --in-flight 16 --per-gpu 2 --warm 4 --serial 2>&1 | tail -25
     ;;
-  *) echo "step 1 to 8" >&2; exit 2 ;;
+  9)
+    python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --deadline-s 560 \
+      --jobs 2 2>&1 | tail -50
+    ;;
+  *) echo "step 1 to 9" >&2; exit 2 ;;
 esac
