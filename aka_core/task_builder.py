@@ -60,6 +60,9 @@ class Output:
     """Each dimension traced to a symbol or a fixed size; None where one could not be."""
     dtype: str
     mean_abs: float
+    exact: bool
+    """The reference's values are exactly representable in ``dtype`` (a copy, a gather): a
+    correct output equals them."""
 
 
 @attrs.frozen(kw_only=True)
@@ -138,15 +141,16 @@ def probe_outputs(spec: ReferenceSpec, files: Mapping[str, str], entry_file: str
         finally:
             for module in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
                 del sys.modules[module]
-    (smoke_outs, smoke_refs), (alt_outs, _) = runs
+    (smoke_outs, smoke_refs), (alt_outs, alt_refs) = runs
     outputs = []
     for index, (first, second) in enumerate(zip(smoke_outs, alt_outs, strict=True)):
         dims: tuple[str | int, ...] | None = tuple(
             _trace(a, b, plan.smoke, plan.alt) for a, b in zip(first[0], second[0], strict=True))
         if dims is not None and any(d is None for d in dims):
             dims = None
-        mean_abs = smoke_refs[index] if index < len(smoke_refs) else 0.0
-        outputs.append(Output(dims=dims, dtype=first[1], mean_abs=mean_abs))
+        mean_abs, exact = smoke_refs[index] if index < len(smoke_refs) else (0.0, False)
+        exact = exact and index < len(alt_refs) and alt_refs[index][1]
+        outputs.append(Output(dims=dims, dtype=first[1], mean_abs=mean_abs, exact=exact))
     return outputs
 
 
@@ -160,7 +164,7 @@ def _trace(smoke_value: int, alt_value: int, smoke: Mapping[str, int], alt: Mapp
 
 def _run_probe(root: Path, package: str, spec: ReferenceSpec, entry_file: str, entry: str,
                sizes: Mapping[str, int], case_dtype: str | None
-               ) -> tuple[list[tuple[tuple[int, ...], str]], list[float]]:
+               ) -> tuple[list[tuple[tuple[int, ...], str]], list[tuple[float, bool]]]:
     import torch
 
     from aka_core.python_backend import PythonBackend
@@ -187,9 +191,21 @@ def _run_probe(root: Path, package: str, spec: ReferenceSpec, entry_file: str, e
             raise _reference_failure(exc, root, spec, described) from None
     refs = _tensors(results["reference"], spec)
     outs = _tensors(results["entry"], spec)
-    mean_abs = [float(r.detach().double().abs().nan_to_num(0.0, 0.0, 0.0).mean()) if r.numel()
-                else 0.0 for r in refs]
-    return [(tuple(o.shape), str(o.dtype).removeprefix("torch.")) for o in outs], mean_abs
+    facts = [(float(r.detach().double().abs().nan_to_num(0.0, 0.0, 0.0).mean()) if r.numel()
+              else 0.0, _representable(r, o.dtype)) for r, o in zip(refs, outs, strict=False)]
+    return [(tuple(o.shape), str(o.dtype).removeprefix("torch.")) for o in outs], facts
+
+
+def _representable(ref: Any, dtype: Any) -> bool:
+    """Whether a reference finer than ``dtype`` holds only values of ``dtype``."""
+    import torch
+
+    if not dtype.is_floating_point or not ref.dtype.is_floating_point or ref.numel() == 0:
+        return False
+    if torch.finfo(ref.dtype).eps >= torch.finfo(dtype).eps:
+        return False
+    r = ref.detach().double()
+    return bool(torch.equal(r.to(dtype).double(), r))
 
 
 def _tensors(value: Any, spec: ReferenceSpec) -> list[Any]:
@@ -294,10 +310,15 @@ def _bytes_expression(spec: ReferenceSpec, outputs: list[Output], case_dtype: st
 
 def _tolerances(outputs: list[Output], case_dtype: str | None) -> dict[str, dict[str, float]]:
     """The standard tolerance of each floating output dtype, atol at most 5% of the outputs'
-    mean magnitude (so that zeros do not pass for small outputs)."""
+    mean magnitude (so that zeros do not pass for small outputs); exact where the reference's
+    values are all exactly of the output's dtype (a copy, a gather)."""
     dtypes = [o.dtype for o in outputs if o.dtype in TOLERANCES] or [case_dtype or "float32"]
     found: dict[str, dict[str, float]] = {}
     for dtype in dict.fromkeys(dtypes):
+        same = [o for o in outputs if o.dtype == dtype]
+        if same and all(o.exact for o in same):
+            found[dtype] = {"rtol": 0.0, "atol": 0.0}
+            continue
         tol = dict(TOLERANCES[dtype])
         magnitudes = [o.mean_abs for o in outputs if o.dtype == dtype and o.mean_abs > 0]
         if magnitudes:

@@ -103,13 +103,18 @@ def _scale(out: Any, ref: Any, rtol: float, atol: float) -> float:
 
 def _rounding_scale(ref: Any, dtype: Any, rtol: float, atol: float) -> float:
     """The difference two correct outputs in ``dtype`` may have: each rounded once, they differ by
-    up to one unit in the last place (or by the reference's own rounding, where that is more)."""
+    up to one unit in the last place (or by the reference's own rounding, where that is more).
+    Where a reference finer than ``dtype`` is exactly representable in it (a copy, a gather, a
+    maximum), the correct output is that value: no difference."""
     import torch
 
     r = ref.detach().double().cpu()
     rounded = (r.to(dtype).double() - r).abs()
     one_ulp = torch.finfo(dtype).eps * r.abs()
     floor = torch.maximum(rounded, one_ulp)
+    finer = not ref.dtype.is_floating_point or torch.finfo(ref.dtype).eps < torch.finfo(dtype).eps
+    if finer:
+        floor = torch.where(rounded == 0, torch.zeros_like(floor), floor)
     return _scale(r + floor, r, rtol, atol)
 
 
