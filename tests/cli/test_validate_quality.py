@@ -32,6 +32,7 @@ def checks_of(report_file: Path) -> dict[str, dict]:
     return {c["name"]: c for c in report["checks"]}
 
 
+@pytest.mark.slow  # evaluations of several trivial candidates
 def test_tolerance_so_loose_that_zeros_pass_fails_the_task(
     aka: Aka, make_task: MakeTask, tmp_path: Path
 ) -> None:
@@ -53,6 +54,7 @@ def test_tolerance_so_loose_that_zeros_pass_fails_the_task(
     assert load_plain_yaml(report)["overall_status"] == "FAIL"
 
 
+@pytest.mark.slow  # evaluations of several trivial candidates
 def test_a_sound_task_passes_every_run_check(aka: Aka, make_task: MakeTask, tmp_path: Path
                                              ) -> None:
     task = make_task()

@@ -53,6 +53,7 @@ def write_reference(tmp_path: Path, text: str, name: str = "ref.py") -> Path:
     return path
 
 
+@pytest.mark.slow  # validate --run: the probe and the trivial candidates
 def test_drafted_torch_task_passes_validation_on_cpu(aka: Aka, tmp_path: Path) -> None:
     ref = write_reference(tmp_path, RMS_NORM)
     out_dir = tmp_path / "tasks" / "torch2torch" / "rms_norm"
