@@ -7,6 +7,8 @@
   ``tmp_path/tasks/``.
 - ``make_invocation``: ``make_invocation(task_id=...) -> AgentInvocation`` for that task, with a
   fresh ``workspace`` copy in ``tmp_path/run/<task id>/``.
+- ``aka_cli``: ``aka_cli(*args) -> (exit status, stdout, stderr)``: the ``aka`` command, run
+  in-process.
 """
 
 from __future__ import annotations
@@ -163,3 +165,17 @@ def make_invocation(tmp_path: Path, make_task: Callable[..., Path]) -> Callable[
         )
 
     return make
+
+
+@pytest.fixture
+def aka_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """``aka_cli(*args) -> (exit status, stdout, stderr)``: the ``aka`` command, in-process."""
+    from aka_core.cli import main
+
+    def run(*args: str | Path) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from aka_core import api
-from aka_core.cli import main
 from aka_core.host import PluginHost
 from aka_core.testing.fixtures import write_task
 from aka_core.yamlio import dump_yaml
@@ -31,16 +30,9 @@ Aka = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def aka(capsys: pytest.CaptureFixture[str]) -> Aka:
-    """``aka(*args) -> (exit status, stdout, stderr)``, in-process."""
-
-    def run(*args: str | Path) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def aka(aka_cli: Aka) -> Aka:
+    """``aka(*args) -> (exit status, stdout, stderr)``, in-process (``aka_cli``)."""
+    return aka_cli
 
 
 def write_config(path: Path, agent: dict[str, Any], tasks: list[str] | None = None) -> Path:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from aka_core.cli import main
 from aka_core.yamlio import dump_yaml, load_plain_yaml
 
 Aka = Callable[..., tuple[int, str, str]]
@@ -17,14 +16,9 @@ MakeTask = Callable[..., Path]
 
 
 @pytest.fixture
-def aka(capsys: pytest.CaptureFixture[str]) -> Aka:
-    def run(*args: str | Path) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def aka(aka_cli: Aka) -> Aka:
+    """``aka(*args) -> (exit status, stdout, stderr)``, in-process (``aka_cli``)."""
+    return aka_cli
 
 
 def checks_of(report_file: Path) -> dict[str, dict]:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from aka_core.cli import main
 from aka_core.yamlio import load_plain_yaml
 
 Aka = Callable[..., tuple[int, str, str]]
@@ -35,16 +34,9 @@ def rms_norm_reference(x, weight, eps=1e-6):
 
 
 @pytest.fixture
-def aka(capsys: pytest.CaptureFixture[str]) -> Aka:
-    """``aka(*args) -> (exit status, stdout, stderr)``, in-process."""
-
-    def run(*args: str | Path) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def aka(aka_cli: Aka) -> Aka:
+    """``aka(*args) -> (exit status, stdout, stderr)``, in-process (``aka_cli``)."""
+    return aka_cli
 
 
 def write_reference(tmp_path: Path, text: str, name: str = "ref.py") -> Path:
