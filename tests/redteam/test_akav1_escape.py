@@ -1,0 +1,89 @@
+"""Exploits against harness-trusted tasks (aka-tasks-akav1): the task's own commands judge the
+candidate, in the candidate's processes, so a candidate can forge its verdict (the record says
+so: ``trust: harness``). What must hold is the sandbox around those commands: the candidate's
+code, run by the task's correctness command, cannot read the corpus or the baseline's copy,
+write outside its workspace, or reach the network; and the record stays marked."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from aka_core import api, sandbox
+
+pytest.importorskip("aka_tasks_akav1")
+
+RUNNER = '''
+import sys
+sys.path.insert(0, "src")
+from kernel import scale
+assert scale([1, 2, 3]) == [2, 4, 6], "wrong result"
+'''
+
+PROBE = '''
+import json, os, pathlib, socket
+
+found = []
+for path in {blocked!r}:
+    try:
+        pathlib.Path(path).read_bytes()[:1]
+        found.append("read " + path)
+    except OSError:
+        pass
+for path in {writes!r}:
+    try:
+        pathlib.Path(path).write_text("planted")
+        found.append("wrote " + path)
+    except OSError:
+        pass
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2).close()
+    found.append("network")
+except OSError:
+    pass
+
+
+def scale(xs):
+    if found:  # an escape: the task's check then fails, on purpose
+        return [0 for _ in xs]
+    return [2 * x for x in xs]
+'''
+
+
+def write_task(root: Path) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "kernel.py").write_text("def scale(xs):\n    return [2 * x for x in xs]\n")
+    (root / "check.py").write_text(RUNNER)
+    (root / "secret_held_out.txt").write_text("the corpus's hidden cases\n")
+    (root / "config.yaml").write_text(json.dumps({
+        "source_file_path": ["src/kernel.py"], "correctness_command": "python3 check.py",
+        "task_type": "triton2triton", "aka": {"cpu": True}}))
+    return root
+
+
+def test_the_candidates_code_run_by_the_tasks_commands_stays_in_its_workspace(
+        tmp_path: Path) -> None:
+    if sandbox.landlock_abi() <= 0:
+        pytest.skip("no Landlock here: commands cannot be confined")
+    task = write_task(tmp_path / "tasks" / "akav1" / "scale")
+    home_plant = Path.home() / ".aka-redteam-planted"
+    outside = tmp_path / "outside-planted.txt"
+    blocked = [str(task / "secret_held_out.txt"), str(task / "config.yaml"),
+               "../baseline/secret_held_out.txt"]
+    writes = [str(outside), str(home_plant), str(task / "src" / "kernel.py")]
+    candidate = tmp_path / "candidate" / "src"
+    candidate.mkdir(parents=True)
+    (candidate / "kernel.py").write_text(textwrap.dedent(PROBE.format(blocked=blocked,
+                                                                      writes=writes)))
+    try:
+        result = api.evaluate_candidate(task, candidate.parent, device="cpu")
+        assert result.pass_correctness is True, result.evaluation.get("failure")
+        assert result.evaluation["trust"] == "harness"
+        assert result.evaluation["confinement"]["confined"] is True
+        assert not outside.exists() and not home_plant.exists()
+        assert (task / "src" / "kernel.py").read_text().startswith("def scale")
+    finally:
+        home_plant.unlink(missing_ok=True)
