@@ -156,24 +156,23 @@ class _Runner:
         self.record.setdefault("steps", []).append(
             {"side": side, "phase": phase, "command": command, "exit": code,
              "seconds": round(seconds, 3), "log": log.name})
+        output = tail(log, 3000)
+        if confined is None or "error" in confined:
+            # The launcher did not confine and start the command: the evaluator's fault.
+            raise StepFailed("infra_error", phase, "the command could not be confined and "
+                             f"started: {(confined or {}).get('error') or output[-800:]}")
         if code == 0:
             return
-        output = tail(log, 3000)
         if code is None:
             kind = "timeout" if side == "candidate" else "task_error"
             raise StepFailed(kind, phase, f"the {side}'s `{command}` ran past {self.timeout:.0f} "
                              "s and was killed", log_tail=output)
-        if code == SANDBOX_FAILED:
-            raise StepFailed("infra_error", phase, f"the command could not be confined: {output}")
         if side == "baseline":
             raise StepFailed("task_error", phase, f"the task's own code fails `{command}` "
                              f"(exit {code})", log_tail=output)
         kind = {"compile": "compile", "correctness": "correctness"}.get(phase, "crashed")
         raise StepFailed(kind, phase, f"`{command}` failed (exit {code}): {output[-800:]}",
                          log_tail=output)
-
-
-SANDBOX_FAILED = 97
 
 
 def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str],
@@ -185,12 +184,8 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
 
     home = folder / ".aka-home"
     home.mkdir(exist_ok=True)
-    spec = sandbox.build_spec(scratch=folder, read=[], protected=protected,
-                              required=confinement == "required")
-    import attrs
-
-    spec_json = json.dumps({k: list(v) if isinstance(v, tuple) else v
-                            for k, v in attrs.asdict(spec).items()})
+    spec_json = json.dumps(sandbox.build_spec(scratch=folder, read=[], protected=protected,
+                                              required=confinement == "required").to_json())
     read_fd, write_fd = os.pipe()
     env = {**worker_base_environment(), "HOME": str(home), "TMPDIR": str(home),
            "XDG_CACHE_HOME": str(home / "cache"), "TRITON_CACHE_DIR": str(home / "triton"),
@@ -228,14 +223,13 @@ def main(argv: list[str]) -> None:
     os.set_inheritable(fd, False)
     record: dict[str, Any] = {"confined": False, "reason": "switched off"}
     if mode == "on":
-        spec = sandbox.SandboxSpec(**{k: tuple(v) if isinstance(v, list) else v
-                                      for k, v in json.loads(spec_json).items()})
+        spec = sandbox.SandboxSpec.from_json(json.loads(spec_json))
         try:
             record = sandbox.apply(spec)
         except sandbox.SandboxError as exc:
             os.write(fd, (json.dumps({"confined": False, "error": str(exc)}) + "\n").encode())
             print(f"aka: the command could not be confined: {exc}", flush=True)
-            os._exit(SANDBOX_FAILED)
+            os._exit(97)
     os.write(fd, (json.dumps(record) + "\n").encode())
     os.close(fd)
     sys.stdout.flush()

@@ -100,6 +100,14 @@ class SandboxSpec:
     required: bool = True
     """Fail (rather than run unconfined) when Landlock or a network restriction is unavailable."""
 
+    def to_json(self) -> dict[str, Any]:
+        """The spec as JSON values (what travels to the process it confines)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SandboxSpec:
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
 
 # --------------------------------------------------------------------------- syscalls
 

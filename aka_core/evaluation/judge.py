@@ -205,12 +205,9 @@ class Judge:
         # Nor the other runner's scratch (its caches, its builds).
         protected += [str(self.scratch / s) for s in ("baseline", "candidate")
                       if (self.scratch / s).resolve() != scratch.resolve()]
-        spec = sandbox.build_spec(scratch=scratch, read=[str(side_root), *code_folders(self.req)],
+        return sandbox.build_spec(scratch=scratch, read=[str(side_root), *code_folders(self.req)],
                                   protected=protected,
-                                  required=self.req.confinement == "required")
-        import attrs
-
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(spec).items()}
+                                  required=self.req.confinement == "required").to_json()
 
     def start_runners(self) -> None:
         import attrs

@@ -82,8 +82,7 @@ class Runner:
         confine = self.commands.read(timeout=24 * 3600)
         from aka_core import sandbox
 
-        spec = sandbox.SandboxSpec(**{k: tuple(v) if isinstance(v, list) else v
-                                      for k, v in confine["sandbox"].items()})
+        spec = sandbox.SandboxSpec.from_json(confine["sandbox"])
         try:
             record = (sandbox.apply(spec) if confine.get("confine", True) else
                       {"confined": False, "reason": "switched off"})

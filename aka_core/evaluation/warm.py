@@ -70,9 +70,8 @@ def runner_spec(scratch: Path, stage: Path, protected: Sequence[str], required: 
     """The sandbox of a runner that reads its side from ``stage``."""
     from aka_core import sandbox
 
-    spec = sandbox.build_spec(scratch=scratch, read=[str(stage), *code_folders()],
-                              protected=protected, required=required)
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(spec).items()}
+    return sandbox.build_spec(scratch=scratch, read=[str(stage), *code_folders()],
+                              protected=protected, required=required).to_json()
 
 
 class WarmRunners:
