@@ -132,9 +132,17 @@ class Scheduler:
 
     # ------------------------------------------------------------------ the slots
     async def _start_standby(self, slot: Slot) -> None:
-        """The slot's next evaluation process, started and waiting for its spec."""
+        """The slot's next evaluation process, started and waiting for its spec. Only ever a head
+        start: where it cannot be started, the next request starts its own process."""
         if self.prestart is None or slot.device not in ("cuda", "cpu") or self.stopping:
             return
+        try:
+            await self._spawn_standby(slot)
+        except Exception as exc:  # a missed head start is not a fault
+            print(f"aka serve: slot {slot.name}: no evaluation started ahead ({exc})",
+                  file=sys.stderr, flush=True)
+
+    async def _spawn_standby(self, slot: Slot) -> None:
         from aka_core.evaluation.warm import WarmProfile
 
         profile = WarmProfile(device=slot.device, confinement="required",
