@@ -51,10 +51,12 @@ class WarmProfile:
 def code_folders() -> tuple[str, ...]:
     """aka_core and every installed aka plugin's package folder (installed code, public), found
     without importing them: what any backend's runner may need to import."""
+    from aka_core.host import ENTRY_POINT_GROUP
+
     found = []
     names = ["aka_core", "flydsl"]
     names += [ep.value.partition(":")[0].split(".")[0]
-              for ep in metadata.entry_points(group="aka")]
+              for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)]
     for name in dict.fromkeys(names):
         try:
             spec = importlib.util.find_spec(name)
