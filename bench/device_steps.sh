@@ -4,7 +4,7 @@
 # .old-tree for step 6's latency comparison) carried:
 #   bash bench/device_steps.sh 1     # red team, first half
 #   bash bench/device_steps.sh 2     # red team, second half
-#   bash bench/device_steps.sh 3     # the reward service: evaluations per GPU-minute, warm p50
+#   bash bench/device_steps.sh 3 [TASK...]  # the reward service: evaluations per GPU-minute, warm p50
 #   bash bench/device_steps.sh 4     # A/A and 2x work on every GPU task (issue 12)
 #   bash bench/device_steps.sh 5     # aka against ncu on every stored solution (issue 12)
 #   bash bench/device_steps.sh 6     # latency: old engine, now, now with 2 ms blocks; A/A and 2x
@@ -13,6 +13,9 @@
 #                                    # held-out case instead of two drawn); a short service run
 #   bash bench/device_steps.sh 9     # every task: validate --run and its stored solution (the
 #                                    # tasks written on the CPU get their first GPU run here)
+#   bash bench/device_steps.sh 10    # aka against ncu and three in-process event timings on the
+#                                    # tasks where aka and ncu disagreed (issue 12's diagnosis)
+#   bash bench/device_steps.sh 11 TASK...  # validate --run and the stored solution of these tasks
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
@@ -20,7 +23,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 9}"
+step="${1:?step 1 to 11}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -45,8 +48,9 @@ case "$step" in
       --exploits $(exploits 2) 2>&1 | tail -40
     ;;
   3)
-    python3 bench/service_bench.py --out "$out/service" --repeats 4 --in-flight 64 --per-gpu 2 \
-      --warm 5 --serial 2>&1 | tail -30
+    shift
+    python3 bench/service_bench.py --out "$out/service" --repeats 2 --in-flight 64 --per-gpu 2 \
+      --warm 5 --serial ${1:+--tasks "$@"} 2>&1 | tail -45
     ;;
   4)
     python3 bench/gpu_bench.py --out "$out/aa" --sections aa,double --aa-repeats 1 \
@@ -105,5 +109,17 @@ PY
     python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --deadline-s 560 \
       --jobs 2 2>&1 | tail -50
     ;;
-  *) echo "step 1 to 9" >&2; exit 2 ;;
+  10)
+    python3 bench/ncu_accuracy.py --out "$out/ncu" --reps 3 --deadline-s 500 --tasks \
+      triton2triton/gelu cuda2cuda/transpose triton2triton/embedding_gather \
+      torch2triton/cross_entropy triton2triton/causal_attention triton2triton/rotary_embedding \
+      torch2triton/row_cumsum torch2triton/l2_normalize_rows torch2triton/moe_router_topk \
+      torch2triton/geglu 2>&1 | tail -60
+    ;;
+  11)
+    shift
+    python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --deadline-s 560 \
+      --jobs 3 --tasks "$@" 2>&1 | tail -80
+    ;;
+  *) echo "step 1 to 11" >&2; exit 2 ;;
 esac

@@ -10,15 +10,26 @@ For every task with a stored solution (tests/solutions/<task>):
    warmed, then ``--reps`` calls of each side per case between ``cudaProfilerStart``/``Stop``; a
    one-block marker kernel before each call assigns the kernels that follow it to that call.
    A call's time is the sum of its kernels' durations (the gaps between kernels are not counted:
-   ncu's time is the GPU's busy time, aka's the wall time of the call on the GPU).
+   ncu's time is the GPU's busy time, aka's the wall time of the call on the GPU);
+3. in a third process, the same cases timed three more ways with CUDA events, to tell apart where
+   aka and ncu differ (``--probe``):
+   ``alone``  per call: L2 read-flushed (clean), a GPU spin hiding the host's launch, then events
+              around the one call: the call from a clean L2, its own dirty lines left unwritten
+              (what ncu's kernel durations add up to, gaps between kernels included);
+   ``drained`` the same window extended over a second L2 read, minus that read timed after a
+              call-free window: the call plus writing back what it left dirty in L2;
+   ``graph``  a CUDA graph of K calls back to back, each on its own inputs (K as aka sizes a 2 ms
+              block, at most 40% of free memory), L2 flushed before each replay, window / K: how
+              aka's judge times a block, in one process.
 
 The table gives, per task, aka's and ncu's per-case times of each side, the speedups and their
 difference, plus the geometric means over cases. Issue criterion: within 2% where the kernels run
 >= 20 us, 3% below.
 
 Usage:  python bench/ncu_accuracy.py --out DIR [--tasks id ...] [--backends triton,cuda]
-                                     [--reps 5] [--deadline-s 480]
+                                     [--reps 5] [--deadline-s 480] [--no-probe]
         (internal) python bench/ncu_accuracy.py --drive TASK --labels FILE --reps N
+        (internal) python bench/ncu_accuracy.py --probe TASK --labels FILE --reps N
 Writes DIR/bench.json and DIR/table.md, prints the table.
 """
 
@@ -95,6 +106,117 @@ def drive(task_id: str, labels_path: Path, reps: int) -> None:
         torch.cuda.profiler.stop()
         del inputs
     labels_path.write_text(json.dumps(labels))
+
+
+# ---------------------------------------------------------------------------- the probe (events)
+def load_sides(task_id: str) -> tuple[Any, dict[str, Any], Any]:
+    from aka_core.host import PluginHost
+    from aka_core.operator_tasks import load_task
+    from aka_core.python_backend import PythonBackend
+
+    host = PluginHost()
+    task = load_task(TASKS / task_id, task_id, host)
+    backend = host.backend(task.backend).factory()
+    sides = {"baseline": backend.load_callable(task.root, task.baseline, "aka_probe_baseline"),
+             "candidate": backend.load_callable(SOLUTIONS / task_id, task.entrypoint,
+                                                "aka_probe_candidate")}
+    return task, sides, PythonBackend().load_callable(task.root, task.inputs, "aka_probe_task")
+
+
+def probe(task_id: str, out_path: Path, reps: int) -> None:
+    """Per case and side: ``alone``, ``drained`` and ``graph`` times (ms per call), medians."""
+    import torch
+
+    task, sides, make = load_sides(task_id)
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 64 * 2**20
+    flush_buf = torch.ones(2 * l2 // 4, dtype=torch.float32, device="cuda")
+    sink = torch.zeros((), dtype=torch.float32, device="cuda")
+
+    def flush() -> None:  # a read: evicts (writes back) what L2 holds, dirties nothing
+        torch.sum(flush_buf, out=sink)
+
+    def event() -> Any:
+        return torch.cuda.Event(enable_timing=True)
+
+    spin = 200_000  # GPU cycles (~0.1 ms): the host enqueues the window meanwhile
+
+    def window(fn: Any, inputs: Any, drain: bool) -> float:
+        flush()
+        torch.cuda._sleep(spin)
+        start, end = event(), event()
+        start.record()
+        if fn is not None:
+            fn(**inputs)
+        if drain:
+            flush()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end)
+
+    found: dict[str, Any] = {}
+    for case in cases_of(task):
+        inputs = make(dict(case.params), 7, "cuda")
+        in_bytes = sum(v.numel() * v.element_size() for v in inputs.values()
+                       if isinstance(v, torch.Tensor))
+        for side, fn in sides.items():
+            for _ in range(3):
+                fn(**inputs)
+            torch.cuda.synchronize()
+            alone = statistics.median(window(fn, inputs, False) for _ in range(reps))
+            read = statistics.median(window(None, inputs, True) for _ in range(reps))
+            drained = statistics.median(window(fn, inputs, True) for _ in range(reps)) - read
+            # the graph: K calls on K input sets, as aka's block
+            free, _ = torch.cuda.mem_get_info()
+            calls = max(1, min(2000, int(2.0 / max(alone, 1e-4)),
+                               int(0.4 * free / max(in_bytes, 1))))
+            sets = [inputs] + [make(dict(case.params), 8 + i, "cuda") for i in range(calls - 1)]
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for s in sets[:2]:
+                    fn(**s)
+            torch.cuda.current_stream().wait_stream(stream)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            outs: list[Any] = []  # the graph's outputs live as long as it replays
+            try:
+                with torch.cuda.graph(graph):
+                    outs.extend(fn(**s) for s in sets)
+                replays = []
+                for _ in range(max(3, reps // 2)):
+                    flush()
+                    torch.cuda._sleep(spin)
+                    start, end = event(), event()
+                    start.record()
+                    graph.replay()
+                    end.record()
+                    torch.cuda.synchronize()
+                    replays.append(start.elapsed_time(end) / calls)
+                graph_ms: float | None = statistics.median(replays)
+            except Exception as exc:  # a side that cannot be captured
+                graph_ms = None
+                found.setdefault("errors", []).append(f"{case.name} {side}: {exc!r}"[:300])
+            finally:
+                del graph
+                outs.clear()
+                del sets
+                torch.cuda.synchronize()
+            found.setdefault(case.name, {})[side] = {
+                "alone_ms": alone, "drained_ms": drained, "read_ms": read, "graph_ms": graph_ms,
+                "graph_calls": calls}
+        del inputs
+        torch.cuda.empty_cache()
+    out_path.write_text(json.dumps(found))
+
+
+def probe_run(task_id: str, reps: int, folder: Path) -> dict[str, Any]:
+    out_path = folder / (task_id.replace("/", "__") + ".probe.json")
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--probe", task_id,
+                           "--labels", str(out_path), "--reps", str(reps)],
+                          capture_output=True, text=True, check=False, timeout=300)
+    if not out_path.exists():
+        return {"error": (done.stderr or done.stdout)[-1500:]}
+    return json.loads(out_path.read_text())
 
 
 # ---------------------------------------------------------------------------- parsing
@@ -207,16 +329,33 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def probe_speedup(probe: dict[str, Any], case: str, key: str) -> float | None:
+    sides = probe.get(case) or {}
+    b, c = (sides.get("baseline") or {}).get(key), (sides.get("candidate") or {}).get(key)
+    return b / c if b and c and b > 0 and c > 0 else None
+
+
+def pct(a: float | None, b: float | None) -> str:
+    return f"{(a / b - 1) * 100:+.1f}%" if a and b else "-"
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if value else "-"
+
+
 def table(rows: dict[str, Any]) -> str:
     out = ["| task | case | method | aka baseline ms | ncu baseline ms | aka candidate ms | "
-           "ncu candidate ms | aka speedup | ncu speedup | aka vs ncu |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
-    worst = []
+           "ncu candidate ms | aka speedup | ncu speedup | alone | drained | graph | "
+           "aka vs ncu | aka vs graph | alone vs ncu |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    worst: list[tuple[float, str, str, float]] = []
+    against_graph: list[float] = []
+    alone_ncu: list[float] = []
     for task_id, row in rows.items():
-        aka, ncu = row.get("aka", {}), row.get("ncu", {})
+        aka, ncu, probe = row.get("aka", {}), row.get("ncu", {}), row.get("probe", {})
         if "error" in aka or "error" in ncu:
             out.append(f"| {task_id} | error: {(aka.get('error') or ncu.get('error'))[-200:]!r} "
-                       "| | | | | | | | |")
+                       "| | | | | | | | | | | | | |")
             continue
         pairs = []
         for case, a in aka.get("cases", {}).items():
@@ -224,18 +363,28 @@ def table(rows: dict[str, Any]) -> str:
             if not (a.get("speedup") and n.get("speedup")):
                 continue
             diff = a["speedup"] / n["speedup"] - 1
+            alone, drained, graph = (probe_speedup(probe, case, k)
+                                     for k in ("alone_ms", "drained_ms", "graph_ms"))
             pairs.append((a["speedup"], n["speedup"]))
             fast = min(n.get("baseline_ms") or 0, n.get("candidate_ms") or 0)
             worst.append((abs(diff), task_id, case, fast))
+            if graph:
+                against_graph.append(abs(a["speedup"] / graph - 1))
+            if alone:
+                alone_ncu.append(abs(alone / n["speedup"] - 1))
             out.append(f"| {task_id} | {case} | {a.get('method')} | {a['baseline_ms']:.4f} | "
                        f"{n['baseline_ms']:.4f} | {a['candidate_ms']:.4f} | "
                        f"{n['candidate_ms']:.4f} | {a['speedup']:.3f} | {n['speedup']:.3f} | "
-                       f"{diff * 100:+.1f}% |")
+                       f"{num(alone)} | {num(drained)} | {num(graph)} | {diff * 100:+.1f}% | "
+                       f"{pct(a['speedup'], graph)} | {pct(alone, n['speedup'])} |")
         if pairs:
             ga, gn = geomean([p[0] for p in pairs]), geomean([p[1] for p in pairs])
             assert ga is not None and gn is not None
-            out.append(f"| {task_id} | **geomean** | | | | | | **{ga:.3f}** | **{gn:.3f}** | "
-                       f"**{(ga / gn - 1) * 100:+.1f}%** |")
+            out.append(f"| {task_id} | **geomean** | | | | | | **{ga:.3f}** | **{gn:.3f}** | | | "
+                       f"| **{(ga / gn - 1) * 100:+.1f}%** | | |")
+        if probe.get("errors"):
+            out.append(f"| {task_id} | probe: {'; '.join(probe['errors'])[:200]!r} "
+                       "| | | | | | | | | | | | | |")
     big = [w for w in worst if w[3] >= 0.020]
     small = [w for w in worst if w[3] < 0.020]
     out.append("")
@@ -245,6 +394,11 @@ def table(rows: dict[str, Any]) -> str:
             within = sum(w[0] <= limit for w in group)
             out.append(f"{name}: {within}/{len(group)} cases within {limit:.0%} of ncu; worst "
                        f"{top[0] * 100:.1f}% ({top[1]} {top[2]})")
+    for name, values in (("aka against the in-process graph", against_graph),
+                         ("alone (events) against ncu", alone_ncu)):
+        if values:
+            out.append(f"{name}: {sum(v <= 0.02 for v in values)}/{len(values)} cases within "
+                       f"2%; worst {max(values) * 100:.1f}%")
     return "\n".join(out)
 
 
@@ -255,11 +409,16 @@ def main() -> int:
     parser.add_argument("--backends", default="triton,cuda")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--deadline-s", type=float, default=480.0)
+    parser.add_argument("--no-probe", action="store_true")
     parser.add_argument("--drive")
+    parser.add_argument("--probe")
     parser.add_argument("--labels", type=Path)
     args = parser.parse_args()
     if args.drive:
         drive(args.drive, args.labels, args.reps)
+        return 0
+    if args.probe:
+        probe(args.probe, args.labels, max(args.reps, 9))
         return 0
     if args.out is None:
         parser.error("--out is required")
@@ -272,6 +431,11 @@ def main() -> int:
             rows[task_id] = {"aka": {"error": "skipped: past the deadline"}, "ncu": {}}
             continue
         rows[task_id] = {"aka": aka_eval(task_id), "ncu": ncu_run(task_id, args.reps, args.out)}
+        if not args.no_probe:
+            try:
+                rows[task_id]["probe"] = probe_run(task_id, args.reps, args.out)
+            except subprocess.TimeoutExpired:
+                rows[task_id]["probe"] = {"error": "the probe ran past 300 s"}
         print(task_id, f"{time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     state["end"] = gpu_state()
     text = table(rows)
