@@ -1,0 +1,7 @@
+// Write the kernel and an extern "C" launcher here, for example:
+//   extern "C" int softmax_rows_bf16(const void* x, void* out, int64_t m, int64_t n,
+//                                    cudaStream_t stream);
+// and call it from kernel.py: lib = aka_backend_cuda.load("kernel.cu"); lib.softmax_rows_bf16(...)
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
