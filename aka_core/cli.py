@@ -151,26 +151,41 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             raise UsageError(f"no tasks folder at {root}; pass --tasks-dir or --config")
         selectors = args.selectors or sorted(discover_tasks(root, host))
     ids = resolve_selectors(selectors, root, host)
+    model = gpus.gpu_model(target) if target else None
+    checks_gpu = model is not None and not model.is_cpu
     rows = []
     for task_id in ids:
         task = load_task(root.joinpath(*task_id.split("/")), task_id, host)
-        reason = gpus.skip_reason(task, target) if target else None
-        rows.append({"task": task_id, "family": task.family, "backend": task.backend,
-                     "cases": len(task.cases), "held_out": len(task.held_out_cases) + (
-                         task.held_out_draws.count if task.held_out_draws else 0),
-                     "runs": reason is None, "skip_reason": reason})
+        reason = gpus.skip_reason(task, model) if model else None
+        row = {"task": task_id, "family": task.family, "backend": task.backend,
+               "cases": len(task.cases), "held_out": len(task.held_out_cases) + (
+                   task.held_out_draws.count if task.held_out_draws else 0),
+               "runs": reason is None, "skip_reason": reason}
+        if checks_gpu:
+            row["validated"] = gpus.validation_on(task, model) if reason is None else None
+        rows.append(row)
     if args.json:
         _print_json({"target": target, "tasks": rows})
-    else:
-        body = [[r["task"], r["family"], r["backend"], str(r["cases"]), str(r["held_out"])]
-                + ([("yes" if r["runs"] else f"skip: {r['skip_reason']}")] if target else [])
-                for r in rows]
-        headers = ["task", "family", "backend", "cases", "held-out"] + (
-            [f"runs on {target}"] if target else [])
-        print("\n".join(format_table(headers, body)))
-        if not target:
-            print("(which of them run on a GPU: --target H200, or --config CONFIG)",
-                  file=sys.stderr)
+        return EXIT_OK
+    body = []
+    for r in rows:
+        line = [r["task"], r["family"], r["backend"], str(r["cases"]), str(r["held_out"])]
+        if model:
+            line.append("yes" if r["runs"] else f"skip: {r['skip_reason']}")
+        if checks_gpu:
+            line.append(str(r["validated"].get("date", "yes")) if r["validated"] else "-")
+        body.append(line)
+    headers = ["task", "family", "backend", "cases", "held-out"] + (
+        [f"runs on {target}"] if model else []) + ([f"validated on {target}"] if checks_gpu
+                                                   else [])
+    print("\n".join(format_table(headers, body)))
+    if checks_gpu:
+        runs = sum(r["runs"] for r in rows)
+        done = sum(bool(r["validated"]) for r in rows)
+        print(f"{len(rows)} tasks, {runs} run on {target}, {done} validated on it (a "
+              f"validated_on entry of mode run on that GPU)")
+    if not target:
+        print("(which of them run on a GPU: --target H200, or --config CONFIG)", file=sys.stderr)
     return EXIT_OK
 
 

@@ -145,6 +145,17 @@ def skip_reason(task: Task, target: GpuModel | str) -> str | None:
     return None
 
 
+def validation_on(task: Task, target: GpuModel) -> dict[str, Any] | None:
+    """The task's ``validated_on`` entry that ran it on ``target`` (mode ``run`` on a device
+    whose name contains the target's, e.g. "NVIDIA H200" for H200), or None."""
+    if target.is_cpu:
+        return None
+    name = target.name.lower()
+    return next((dict(entry) for entry in task.validated_on
+                 if entry.get("mode") == "run" and name in str(entry.get("device", "")).lower()),
+                None)
+
+
 def _vendor_label(vendor: str | None) -> str:
     return {"nvidia": "NVIDIA", "amd": "AMD"}.get(vendor or "", "no GPU")
 

@@ -125,9 +125,10 @@ def _unfinished(task: Task) -> list[Check]:
 # --------------------------------------------------------------------------- with --run
 
 
-def run_checks(task: Task, host: PluginHost, device: str, record: Mapping[str, Any]
-               ) -> list[Check]:
-    """Hang guard, tolerance calibration and trivial candidates, after a good baseline run."""
+def run_checks(task: Task, host: PluginHost, device: str, record: Mapping[str, Any], *,
+               trivial: bool = True) -> list[Check]:
+    """Hang guard, tolerance calibration and (unless ``trivial`` is false) trivial candidates,
+    after a good baseline run."""
     from aka_core.evaluation.request import cases_for
     from aka_core.task_probe import ProbeError, run_probe
 
@@ -139,7 +140,8 @@ def run_checks(task: Task, host: PluginHost, device: str, record: Mapping[str, A
         out.append(check("tolerance_calibration", "FAIL", str(exc)))
         return out
     out.append(_calibration(task, probe["cases"]))
-    out += _trivial_candidates(task, host, device, probe["cases"])
+    if trivial:
+        out += _trivial_candidates(task, host, device, probe["cases"])
     return out
 
 

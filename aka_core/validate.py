@@ -40,7 +40,9 @@ def _task_dirs(path: Path, host: PluginHost) -> list[tuple[Path, str]]:
 
 
 def validate_task(task_dir: Path, task_id: str, host: PluginHost, *, run: bool,
-                  device: str) -> dict[str, Any]:
+                  device: str, trivial: bool = True) -> dict[str, Any]:
+    """Static checks, and with ``run`` the evaluator's checks of the reference and baseline;
+    ``trivial=False`` leaves out the trivial candidates (four more evaluations)."""
     from aka_core.operator_tasks import load_task
 
     report: dict[str, Any] = {"task": task_id, "path": str(task_dir), "checks": []}
@@ -61,7 +63,7 @@ def validate_task(task_dir: Path, task_id: str, host: PluginHost, *, run: bool,
     checks.append({"name": "static", "status": "PASS", "detail": "task.yaml and files valid"})
     checks.extend(_contract_warnings(task))
     if run:
-        checks.extend(_run_checks(task, host, device, report))
+        checks.extend(_run_checks(task, host, device, report, trivial=trivial))
     statuses = {c["status"] for c in checks}
     report["overall_status"] = "FAIL" if "FAIL" in statuses else ("WARN" if "WARN" in statuses
                                                                     else "PASS")
@@ -78,8 +80,8 @@ def _contract_warnings(task: Task) -> list[dict[str, Any]]:
     return out
 
 
-def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any]
-                ) -> list[dict[str, Any]]:
+def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any], *,
+                trivial: bool = True) -> list[dict[str, Any]]:
     from aka_core.api import resolve_device, validate_task_run
     from aka_core.evaluation.evaluate import outcome
 
@@ -105,7 +107,7 @@ def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any
     if gates["pass_correctness"]:
         from aka_core.task_quality import run_checks
 
-        out.extend(run_checks(task, host, device, record))
+        out.extend(run_checks(task, host, device, record, trivial=trivial))
     return out
 
 

@@ -118,8 +118,8 @@ PY
     ;;
   11)
     shift
-    python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --deadline-s 560 \
-      --jobs 3 --tasks "$@" 2>&1 | tail -80
+    python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --by-task \
+      --no-trivial --deadline-s 530 --jobs 3 --tasks "$@" 2>&1 | tail -80
     ;;
   *) echo "step 1 to 11" >&2; exit 2 ;;
 esac

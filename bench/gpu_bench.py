@@ -99,7 +99,8 @@ def perf_summary(result: dict[str, Any]) -> dict[str, Any]:
            "phases": ev.get("phases_wall"), "wall_s": result.get("bench_wall_s"),
            "cases": [{k: c.get(k) for k in ("case", "held_out", "method", "pairs", "speedup",
                                             "ci95", "baseline_median_ms", "candidate_median_ms",
-                                            "stop_reason")} for c in perf.get("cases", [])],
+                                            "stop_reason", "speed_of_light_ms")}
+                     for c in perf.get("cases", [])],
            "wall_clock_check": ev.get("wall_clock_check", {}).get("passed")}
     if ev.get("failure"):
         out["failure"] = {k: ev["failure"].get(k) for k in ("kind", "phase", "message", "file",
@@ -120,8 +121,11 @@ def run_item(section: str, task_id: str, tmp: Path) -> Any:
 
     task = load(task_id)
     if section == "validate":
-        report = validate_task(TASKS / task_id, task_id, PluginHost(), run=True, device="auto")
+        report = validate_task(TASKS / task_id, task_id, PluginHost(), run=True, device="auto",
+                               trivial=not NO_TRIVIAL)
+        perf = (report.get("evaluation") or {}).get("performance") or {}
         return {"status": report["overall_status"],
+                "aa": {"speedup": perf.get("speedup"), "ci95": perf.get("ci95")},
                 "checks": [{k: c.get(k) for k in ("name", "status", "detail", "reference_ms",
                                                   "baseline_ms")} for c in report["checks"]],
                 "log_tail": next((c.get("log_tail") for c in report["checks"]
@@ -219,6 +223,12 @@ def run_sections(args: argparse.Namespace, data: dict[str, Any], save: Any) -> N
             save()
         print(f"[{section}] {task_id} #{rep} done", file=sys.stderr, flush=True)
 
+    if args.by_task:  # task after task (each one's sections together): a deadline cuts tasks, not
+        items = [(section, t, r) for t in ids for section in args.sections  # sections
+                 for r in range(args.aa_repeats if section == "aa" else 1)]
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            list(pool.map(lambda item: one(*item), items))
+        return
     for section in args.sections:
         if section == "redteam":
             run_redteam(args, data, save)
@@ -248,6 +258,7 @@ def without_rules(task: Any, dest: Path) -> Path:
 
 
 BLOCK_MS: float | None = None  # --block-ms: the timed blocks' target in the copies evaluated
+NO_TRIVIAL = False  # --no-trivial: the validate section leaves out the trivial candidates
 
 
 def with_block_ms(task_dir: Path, dest: Path) -> Path | None:
@@ -457,9 +468,13 @@ def main() -> int:
                         help="evaluations in flight (GPU work is serialised by the GPU lock)")
     parser.add_argument("--block-ms", type=float,
                         help="evaluate copies of the tasks whose timed blocks aim at this many ms")
+    parser.add_argument("--by-task", action="store_true",
+                        help="run every section of a task before the next task (validate,replay)")
+    parser.add_argument("--no-trivial", action="store_true",
+                        help="validate without the trivial candidates (four evaluations a task)")
     args = parser.parse_args()
-    global BLOCK_MS
-    BLOCK_MS = args.block_ms
+    global BLOCK_MS, NO_TRIVIAL
+    BLOCK_MS, NO_TRIVIAL = args.block_ms, args.no_trivial
     from aka_core.logging_setup import configure_logging
 
     configure_logging(level="warning")
