@@ -133,7 +133,7 @@ def probe(task_id: str, out_path: Path, reps: int) -> None:
     sink = torch.zeros((), dtype=torch.float32, device="cuda")
 
     def flush() -> None:  # a read: evicts (writes back) what L2 holds, dirties nothing
-        torch.sum(flush_buf, out=sink)
+        torch.sum(flush_buf, dim=0, out=sink)
 
     def event() -> Any:
         return torch.cuda.Event(enable_timing=True)
@@ -410,6 +410,8 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--deadline-s", type=float, default=480.0)
     parser.add_argument("--no-probe", action="store_true")
+    parser.add_argument("--probe-only", type=Path, metavar="BENCH_JSON",
+                        help="only run the probe, adding it to an earlier run's bench.json")
     parser.add_argument("--drive")
     parser.add_argument("--probe")
     parser.add_argument("--labels", type=Path)
@@ -426,11 +428,18 @@ def main() -> int:
     started = time.monotonic()
     rows: dict[str, Any] = {}
     state = {"start": gpu_state()}
+    if args.probe_only:
+        earlier = json.loads(args.probe_only.read_text())
+        rows, state = earlier["rows"], {**earlier["gpu_state"], "probe_start": gpu_state()}
     for task_id in stored(args.tasks, args.backends.split(",")):
         if time.monotonic() - started > args.deadline_s:
             rows[task_id] = {"aka": {"error": "skipped: past the deadline"}, "ncu": {}}
             continue
-        rows[task_id] = {"aka": aka_eval(task_id), "ncu": ncu_run(task_id, args.reps, args.out)}
+        if not args.probe_only:
+            rows[task_id] = {"aka": aka_eval(task_id),
+                             "ncu": ncu_run(task_id, args.reps, args.out)}
+        elif task_id not in rows:
+            continue
         if not args.no_probe:
             try:
                 rows[task_id]["probe"] = probe_run(task_id, args.reps, args.out)
