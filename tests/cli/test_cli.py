@@ -126,6 +126,25 @@ def test_tasks_lists_tasks_with_skip_reasons_for_the_target(
     assert rows["demo/needs_gpu"]["runs"] is False
 
 
+def test_tasks_on_a_gpu_target_counts_the_tasks_validated_there(
+    aka: Aka, tmp_path: Path, make_task: Callable[..., Path]
+) -> None:
+    make_task("demo/ran", validated_on=[{"device": "NVIDIA H200", "date": "2026-12-02",
+                                         "mode": "run", "note": "1.4x"}])
+    make_task("demo/interpreted", validated_on=[{"device": "cpu", "date": "2026-12-02",
+                                                 "mode": "interpreter"}])
+    code, out, _ = aka("tasks", "--tasks-dir", tmp_path / "tasks", "--target", "H200")
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("demo/")}
+    assert lines["demo/ran"].rstrip().endswith("2026-12-02")
+    assert lines["demo/interpreted"].rstrip().endswith("-")
+    assert "2 tasks, 2 run on H200, 1 validated on it" in out
+    code, out, _ = aka("tasks", "--tasks-dir", tmp_path / "tasks", "--target", "H200", "--json")
+    rows = {r["task"]: r for r in json.loads(out)["tasks"]}
+    assert rows["demo/ran"]["validated"]["date"] == "2026-12-02"
+    assert rows["demo/interpreted"]["validated"] is None
+
+
 def test_eval_json_reports_a_correct_candidate(
     aka: Aka, tmp_path: Path, make_task: Callable[..., Path]
 ) -> None:

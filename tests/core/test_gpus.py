@@ -98,3 +98,17 @@ def test_vendor_specific_backends(backend: str, runs_on: str, skipped_on: str) -
     assert skip_reason(task, runs_on) is None
     assert f"backend {backend!r} needs" in (skip_reason(task, skipped_on) or "")
     assert f"backend {backend!r} needs" in (skip_reason(task, "cpu") or "")
+
+
+def test_a_task_counts_as_validated_on_a_gpu_only_with_a_run_on_that_gpu() -> None:
+    from aka_core.gpus import validation_on
+
+    run = {"device": "NVIDIA H200", "date": "2026-12-02", "mode": "run", "note": "1.5x"}
+    interpreted = {"device": "cpu", "date": "2026-12-01", "mode": "interpreter"}
+    built = {"device": "NVIDIA H200", "date": "2026-12-01", "mode": "compile-only"}
+    task = attrs.evolve(make_task(), validated_on=(interpreted, built, run))
+    assert validation_on(task, gpu_model("H200")) == run
+    assert validation_on(task, gpu_model("H100")) is None  # "H100" is not in "NVIDIA H200"
+    assert validation_on(task, gpu_model("cpu")) is None
+    assert validation_on(attrs.evolve(task, validated_on=(interpreted, built)),
+                         gpu_model("H200")) is None
