@@ -30,6 +30,15 @@ from aka_core.tails import tail
 PR_SET_CHILD_SUBREAPER = 36
 
 
+
+# Why a block may never be armed: its calls are queued behind the judge's start signal, so a call
+# that waits for the GPU, or more queued launches than the GPU accepts, blocks the runner.
+ARM_HINT = (": its calls are queued behind the judge's start signal, so a call that waits for "
+            "the GPU (.item(), torch.nonzero, boolean-mask indexing, a copy to the host, a "
+            "synchronize) or that launches more kernels than the GPU's launch queue holds (about "
+            "a thousand per block) blocks there; keep every call asynchronous and its launches "
+            "few")
+
 class SideFailure(Exception):
     """A runner failed a request; ``kind`` classifies it (see judge.FAILURE_KINDS)."""
 
@@ -109,7 +118,8 @@ class RunnerProcess:
         except protocol.RunnerGone as exc:
             if exc.timed_out:
                 raise SideFailure("timeout", f"the {self.side} did not answer within {timeout:.0f} s "
-                                  f"({what})", side=self.side) from None
+                                  f"({what}){ARM_HINT if what == 'arm' else ''}",
+                                  side=self.side) from None
             raise self._gone(f"the {self.side} runner exited during {what}") from None
         except protocol.ProtocolError as exc:
             raise SideFailure("protocol", f"the {self.side} runner broke the protocol: {exc}",

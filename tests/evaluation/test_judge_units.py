@@ -390,3 +390,25 @@ def test_a_sampled_audit_loosens_only_the_relative_l2_bound_and_only_slightly() 
     assert loose["bfloat16"].max_rel_l2 == pytest.approx(8e-3 * timing.AUDIT_L2_SLACK)
     assert 1.0 < timing.AUDIT_L2_SLACK <= 1.1
     assert loose["float32"] == tols["float32"]
+
+
+def test_a_block_that_never_arms_says_what_blocks_it() -> None:
+    """A runner that does not answer "arm" in time: the message names the usual causes (a call
+    that waits for the GPU, too many launches queued behind the start signal)."""
+    from aka_core.evaluation import protocol
+    from aka_core.evaluation.sides import RunnerProcess, SideFailure
+
+    class NeverAnswers:
+        def read(self, timeout: float) -> dict:
+            raise protocol.RunnerGone("no answer", timed_out=True)
+
+    runner = RunnerProcess.__new__(RunnerProcess)
+    runner.side, runner.replies, runner.op_stats = "baseline", NeverAnswers(), {}
+    with pytest.raises(SideFailure) as arm:
+        runner.read(30.0, "arm")
+    assert arm.value.kind == "timeout"
+    assert "did not answer within 30 s (arm)" in str(arm.value)
+    assert "torch.nonzero" in str(arm.value) and "launch queue" in str(arm.value)
+    with pytest.raises(SideFailure) as other:
+        runner.read(30.0, "capture")
+    assert "launch queue" not in str(other.value)
