@@ -89,11 +89,14 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                 started = time.monotonic()
                 result = await client.evaluate(task, files[task],
                                                id=f"{run}-{k}-{task.replace('/', '.')}",
-                                               held_out_seed=HELD_OUT_SEED, record=False)
+                                               held_out_seed=HELD_OUT_SEED)
+                evaluation = (result.get("record") or {}).get("evaluation") or {}
                 return {"task": task, "repeat": k, "wall_s": time.monotonic() - started,
                         "status": result.get("status"), "reward": result.get("reward"),
                         "speedup": result.get("speedup"), "ci95": result.get("ci95"),
-                        "message": result.get("message")}
+                        "message": result.get("message"),
+                        "phases": evaluation.get("phases_wall"),
+                        "warm": evaluation.get("warm")}
 
         started = time.monotonic()
         results = await asyncio.gather(*(one(t, k) for k in range(repeats) for t in tasks))
@@ -188,6 +191,14 @@ def main() -> int:
     if "serial" in report:
         lines.append(f"serial `aka eval` of the {len(tasks)} tasks: {report['serial_wall_s']:.1f} s "
                      f"({len(tasks) / (report['serial_wall_s'] / 60):.1f} per GPU-minute)")
+    phases = [r["phases"] for r in results if r.get("phases")]
+    if phases:  # where an evaluation's seconds go; all but start-up and the wait hold the GPU
+        names = sorted({name for p in phases for name in p}, key=lambda n: -sum(
+            p.get(n, 0.0) for p in phases))
+        lines += ["", "mean seconds per evaluation through the service: " + ", ".join(
+            f"{n} {statistics.mean(p.get(n, 0.0) for p in phases):.2f}" for n in names)
+            + f" ({sum(bool((r.get('warm') or {}).get('used')) for r in results)}/{len(results)} "
+            "started ahead)"]
     lines += ["", "| task | statuses | service speedups | serial speedup [95% CI] | in the CI +-2% |",
               "|---|---|---|---|---|"]
     serial = {r["task"]: r for r in report.get("serial", [])}

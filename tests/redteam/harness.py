@@ -14,7 +14,8 @@ editable files, and anything else the exploit needs) and ``exploit.yaml``::
 Every exploit must end unpaid: not accepted, score 0. The harness also takes digests of the
 evaluator's code, the tasks, the stored solutions and the site-packages startup hooks before and
 after each exploit: any change is a persistent poisoning and fails the exploit's test, whatever its
-verdict. Used by tests/redteam/test_redteam.py (CPU, in CI) and bench/redteam_bench.py (the GPU).
+verdict. Used by tests/redteam/test_redteam.py (CPU, in CI) and
+`bench/gpu_bench.py --sections redteam` (the GPU).
 """
 
 from __future__ import annotations

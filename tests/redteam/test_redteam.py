@@ -1,7 +1,7 @@
 """The red-team suite on the CPU: every exploit meaningful without a GPU must end unpaid, with
 the verdict its exploit.yaml names, and must leave no trace on the evaluator's code, the tasks,
 the stored solutions or the startup hooks. An honest solution is evaluated after all of them and
-must still be accepted. (All exploits run on a GPU through bench/redteam_bench.py.)"""
+must still be accepted. (All exploits run on a GPU through `bench/gpu_bench.py --sections redteam`.)"""
 
 from __future__ import annotations
 
