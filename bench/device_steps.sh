@@ -16,7 +16,9 @@
 #   bash bench/device_steps.sh 10    # aka against ncu and three in-process event timings on the
 #                                    # tasks where aka and ncu disagreed (issue 12's diagnosis)
 #   bash bench/device_steps.sh 11 TASK...  # validate --run and the stored solution of these tasks
-# Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/).
+# Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
+# (bench/results/h200-2026-12-02b/). Next: step 11 on the tasks not yet validated on the H200
+# (`aka tasks --target H200` lists them: "-" in the last column), then 3 with every GPU task.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
