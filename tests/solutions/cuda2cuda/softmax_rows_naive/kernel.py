@@ -13,7 +13,7 @@ def _empty_at_same_offset(x: torch.Tensor) -> torch.Tensor:
     if shift == 0:
         return torch.empty_like(x)
     buffer = torch.empty((x.numel() + 8,), dtype=x.dtype, device=x.device)
-    return buffer[shift:shift + x.numel()].view(x.shape)
+    return buffer[shift : shift + x.numel()].view(x.shape)
 
 
 def softmax_rows(x: torch.Tensor) -> torch.Tensor:
