@@ -4,4 +4,4 @@ import torch
 
 
 def embedding_gather_reference(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    return table.float()[idx.long()]
+    return table[idx.long()].float()
