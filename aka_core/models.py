@@ -201,6 +201,11 @@ class TaskRules:
     torch_compute: Literal["allowed", "forbidden"] = "allowed"
     """``forbidden``: the candidate may use PyTorch only to allocate, reshape and describe
     tensors; the computation must be the task's kernels (checked statically and at run time)."""
+    torch_copies: Literal["allowed", "forbidden"] = "allowed"
+    """``forbidden`` (with ``torch_compute: forbidden``): PyTorch may not copy or convert tensor
+    data during a call either (``clone``, ``copy_``, ``.to(dtype)``, ``contiguous()`` of a
+    non-contiguous tensor count as compute; checked at run time). For tasks whose work is moving
+    data: a transpose, a cache write."""
     compute_precision: str | None = None
     """``float32``: outputs may disagree with the float32 reference, once rounded to the output
     dtype, on no more elements than the task's baseline does plus ``max_rounding_mismatch``

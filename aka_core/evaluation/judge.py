@@ -529,6 +529,7 @@ class Judge:
     def check_rules_statically(self) -> None:
         rules = self.req.rules
         self.result["rules"] = {"torch_compute": rules.torch_compute,
+                                "torch_copies": rules.torch_copies,
                                 "compute_precision": rules.compute_precision}
         if rules.torch_compute != "forbidden" or self.req.candidate is None:
             return
@@ -592,12 +593,18 @@ class Judge:
         if profile:
             from aka_core.evaluation import policy
 
-            computed = policy.check_ops(ops_seen)
+            copies = self.req.rules.torch_copies == "forbidden"
+            # Triton's CPU interpreter writes every kernel's results back with copy_: on the CPU
+            # (never timed, never paid) that operator cannot be told from the candidate's own.
+            checked = ops_seen - {"copy_"} if copies and self.device != "cuda" else ops_seen
+            computed = policy.check_ops(checked, copies=copies)
             self.result["rules"]["torch_ops_seen"] = sorted(ops_seen)
             if computed:
+                also = (" (and PyTorch copies: moving the data is this task's work)"
+                        if copies and set(computed) & policy.COPY_OPS else "")
                 raise JudgeFailure("policy", "the candidate computed with PyTorch operators "
                                    f"({', '.join(computed)}); this task's rules forbid PyTorch "
-                                   "compute: write the computation in the task's kernels")
+                                   f"compute{also}: write the computation in the task's kernels")
         self.result["correctness"]["passed"] = True
 
     def check_precision(self, out: list[Any], ref: list[Any], base: list[Any], case: str,

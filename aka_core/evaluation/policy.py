@@ -148,9 +148,16 @@ def check_sources(root: Path, files: Sequence[str]) -> list[Violation]:
     return violations
 
 
-def check_ops(ops: Iterable[str]) -> list[str]:
-    """The ATen operators among ``ops`` (names of overload packets) that compute, sorted."""
-    return sorted({op for op in ops if op not in ALLOWED_OPS})
+# ATen operators that copy or convert data: allowed, unless the task forbids PyTorch copies
+# (``torch_copies: forbidden``: moving the data is the work, as in a transpose).
+COPY_OPS = frozenset({"clone", "copy_", "_to_copy", "to", "contiguous"})
+
+
+def check_ops(ops: Iterable[str], *, copies: bool = False) -> list[str]:
+    """The ATen operators among ``ops`` (names of overload packets) that compute, sorted; with
+    ``copies``, the operators that copy or convert data count as compute too."""
+    allowed = ALLOWED_OPS - COPY_OPS if copies else ALLOWED_OPS
+    return sorted({op for op in ops if op not in allowed})
 
 
 def describe_violations(violations: Sequence[Violation], limit: int = 5) -> str:

@@ -193,6 +193,15 @@ def test_check_ops_returns_the_compute_ops_sorted() -> None:
     assert check_ops(["_to_copy", "copy_", "as_strided", "fill_"]) == []
 
 
+def test_copies_count_as_compute_where_the_task_forbids_torch_copies() -> None:
+    """A transpose done by x.t().contiguous() (clone), a cast by .to(dtype) (_to_copy): data
+    moved by PyTorch, which torch_copies: forbidden rejects; views and allocation stay allowed."""
+    ops = {"t", "clone", "_to_copy", "copy_", "empty_like", "view"}
+    assert check_ops(ops) == []
+    assert check_ops(ops, copies=True) == ["_to_copy", "clone", "copy_"]
+    assert check_ops({"t", "empty", "as_strided"}, copies=True) == []
+
+
 def test_describe_violations_lists_five_and_counts_the_rest() -> None:
     violations = [Violation(file="kernel.py", line=i, message=f"problem {i}") for i in range(1, 8)]
 
