@@ -29,15 +29,13 @@ from aka_core.tails import tail
 
 PR_SET_CHILD_SUBREAPER = 36
 
-
-
 # Why a block may never be armed: its calls are queued behind the judge's start signal, so a call
 # that waits for the GPU, or more queued launches than the GPU accepts, blocks the runner.
 ARM_HINT = (": its calls are queued behind the judge's start signal, so a call that waits for "
             "the GPU (.item(), torch.nonzero, boolean-mask indexing, a copy to the host, a "
-            "synchronize) or that launches more kernels than the GPU's launch queue holds (about "
-            "a thousand per block) blocks there; keep every call asynchronous and its launches "
-            "few")
+            "synchronize) blocks there, and so, most likely, does a block of more launches than "
+            "the GPU's launch queue holds; keep every call asynchronous and its launches few")
+
 
 class SideFailure(Exception):
     """A runner failed a request; ``kind`` classifies it (see judge.FAILURE_KINDS)."""
