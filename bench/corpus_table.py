@@ -88,10 +88,12 @@ def aa_of(row: dict[str, Any]) -> float | None:
     return None
 
 
-def validated(task: Any, target: str) -> str:
-    for entry in task.validated_on:
-        if target.lower() in str(entry.get("device", "")).lower() and entry.get("mode") == "run":
-            return str(entry.get("date", "yes"))
+def validated(task: Any, model: Any) -> str:
+    from aka_core.gpus import validation_on
+
+    entry = validation_on(task, model)
+    if entry is not None:
+        return str(entry.get("date", "yes"))
     modes = sorted({str(e.get("mode")) for e in task.validated_on if e.get("mode")})
     return "no" + (f" ({', '.join(modes)})" if modes else "")
 
@@ -122,7 +124,7 @@ def build(runs: list[Path], target: str) -> tuple[str, dict[str, Any]]:
         summary["tasks"] += 1
         skip = gpus.skip_reason(task, model)
         row = found.get(task_id, {})
-        when = validated(task, target)
+        when = validated(task, model)
         if skip:
             lines.append(f"| {task_id} | {level(task)} | not on this GPU: {skip} | | | | | | |")
             continue

@@ -67,26 +67,31 @@ def cases_of(task: Any) -> list[Any]:
     return [*cases, *drawn]
 
 
+def load_sides(task_id: str, prefix: str) -> tuple[Any, dict[str, Any], Any]:
+    """The task, its baseline and stored solution as callables, and its inputs maker."""
+    from aka_core.host import PluginHost
+    from aka_core.operator_tasks import load_task
+    from aka_core.python_backend import PythonBackend
+
+    host = PluginHost()
+    task = load_task(TASKS / task_id, task_id, host)
+    backend = host.backend(task.backend).factory()
+    sides = {"baseline": backend.load_callable(task.root, task.baseline, f"{prefix}_baseline"),
+             "candidate": backend.load_callable(SOLUTIONS / task_id, task.entrypoint,
+                                                f"{prefix}_candidate")}
+    return task, sides, PythonBackend().load_callable(task.root, task.inputs, f"{prefix}_task")
+
+
 def drive(task_id: str, labels_path: Path, reps: int) -> None:
     import torch
     import triton
     import triton.language as tl
 
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
-    from aka_core.python_backend import PythonBackend
-
     @triton.jit
     def aka_ncu_marker(ptr, value):
         tl.store(ptr, value)
 
-    host = PluginHost()
-    task = load_task(TASKS / task_id, task_id, host)
-    backend = host.backend(task.backend).factory()
-    sides = {"baseline": backend.load_callable(task.root, task.baseline, "aka_ncu_baseline"),
-             "candidate": backend.load_callable(SOLUTIONS / task_id, task.entrypoint,
-                                                "aka_ncu_candidate")}
-    make = PythonBackend().load_callable(task.root, task.inputs, "aka_ncu_task")
+    task, sides, make = load_sides(task_id, "aka_ncu")
     flag = torch.zeros(1, dtype=torch.int32, device="cuda")
     aka_ncu_marker[(1,)](flag, 0)  # compiled before anything is profiled
     labels: list[list[Any]] = []
@@ -109,25 +114,11 @@ def drive(task_id: str, labels_path: Path, reps: int) -> None:
 
 
 # ---------------------------------------------------------------------------- the probe (events)
-def load_sides(task_id: str) -> tuple[Any, dict[str, Any], Any]:
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
-    from aka_core.python_backend import PythonBackend
-
-    host = PluginHost()
-    task = load_task(TASKS / task_id, task_id, host)
-    backend = host.backend(task.backend).factory()
-    sides = {"baseline": backend.load_callable(task.root, task.baseline, "aka_probe_baseline"),
-             "candidate": backend.load_callable(SOLUTIONS / task_id, task.entrypoint,
-                                                "aka_probe_candidate")}
-    return task, sides, PythonBackend().load_callable(task.root, task.inputs, "aka_probe_task")
-
-
 def probe(task_id: str, out_path: Path, reps: int) -> None:
     """Per case and side: ``alone``, ``drained`` and ``graph`` times (ms per call), medians."""
     import torch
 
-    task, sides, make = load_sides(task_id)
+    task, sides, make = load_sides(task_id, "aka_probe")
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 64 * 2**20
     flush_buf = torch.ones(2 * l2 // 4, dtype=torch.float32, device="cuda")
     sink = torch.zeros((), dtype=torch.float32, device="cuda")
