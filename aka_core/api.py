@@ -25,6 +25,8 @@ from aka_core.lifecycle import (
     compile_only_architecture,
     cpu_unrunnable,
     evaluate_and_score,
+    format_judge,
+    judge_record,
     now_iso,
     protected_paths,
 )
@@ -38,6 +40,7 @@ from aka_core.models import (
     TaskResult,
 )
 from aka_core.operator_tasks import load_task
+from aka_core.records import JudgeRequest, TaskJudge
 from aka_core.run import create_run, execute_run, read_run_file
 from aka_core.tails import tail
 from aka_core.workspace import copy_task, overlay_editable, prepare_workspace, preserve_baseline
@@ -201,6 +204,9 @@ def validate_task_run(task: Task, host: PluginHost, *, device: str = "auto") -> 
     """Run a task's reference and baseline through the evaluator (baseline against itself)."""
     device = resolve_device(device)
     require_runnable(task, device, host)
+    judge = format_judge(host, task)
+    if judge is not None:
+        return _validate_with_judge(task, judge, device)
     arch = compile_only_architecture(task, device, host)
     with tempfile.TemporaryDirectory(prefix="aka-validate-") as tmp:
         baseline = Path(tmp) / "baseline"
@@ -214,4 +220,18 @@ def validate_task_run(task: Task, host: PluginHost, *, device: str = "auto") -> 
         record["baseline_log_tail"] = tail(Path(tmp) / "evaluation.baseline.log", 3000)
     record["worker_log"] = None
     record.pop("logs", None)
+    return record
+
+
+def _validate_with_judge(task: Task, judge: TaskJudge, device: str) -> dict[str, Any]:
+    """``validate_task_run`` for a task whose format judges it: the baseline against itself."""
+    with tempfile.TemporaryDirectory(prefix="aka-validate-") as tmp:
+        baseline, logs = Path(tmp) / "baseline", Path(tmp) / "logs"
+        preserve_baseline(task, baseline)
+        logs.mkdir()
+        record = judge_record(judge, JudgeRequest(
+            task=task, workspace=None, baseline=baseline, logs=logs, device=device,
+            protected=protected_paths(task, Path(tmp))))
+        record["worker_log_tail"] = "\n".join(
+            tail(path, 3000) for path in sorted(logs.glob("*.log")))[-3000:]
     return record

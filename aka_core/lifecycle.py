@@ -49,7 +49,7 @@ from aka_core.models import (
 )
 from aka_core.operator_tasks import load_task
 from aka_core.prompt import build_prompt
-from aka_core.records import AgentInvocation
+from aka_core.records import AgentInvocation, JudgeRequest, TaskJudge
 from aka_core.results import agent_cost_path, write_task_result
 from aka_core.workspace import (
     changed_since,
@@ -469,7 +469,10 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
     ev = ctx.config.evaluation
     protected = protected_paths(task, ctx.tasks_root, ctx.run_dir, *ctx.protected_extra)
     request = None
-    if task.harness is None:
+    judge = format_judge(ctx.host, task)
+    if judge is not None:
+        log.info("evaluating with the task format's judge", format=task.format, device=ctx.device)
+    elif task.harness is None:
         arch = compile_only_architecture(task, ctx.device, ctx.host, ctx.config.target_gpu_model)
         request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
                                 measure_performance=ev.measure_performance,
@@ -487,7 +490,12 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                               "kind": "infra_error", "message": tampered, "retryable": False}},
                           **base)
     copy_before = digests(baseline)
-    if request is not None:
+    if judge is not None:
+        record = judge_record(judge, JudgeRequest(
+            task=task, workspace=workspace, baseline=baseline, logs=logs, device=ctx.device,
+            measure_performance=ev.measure_performance, held_out=ev.held_out,
+            held_out_seed=ev.held_out_seed, protected=protected, confinement=ev.confinement))
+    elif request is not None:
         record = evaluate.evaluate(request, log_path=logs / "evaluation.log")
     else:
         from aka_core import harness
@@ -545,6 +553,35 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                 "eligible": outcome.eligible, "reason": outcome.reason, **outcome.details},
         evaluation=record, **base,
     )
+
+
+def format_judge(host: PluginHost, task: Task) -> TaskJudge | None:
+    """The judge of ``task``'s format when the format brings its own (``TaskFormatSpec.judge``),
+    else None (the operator judge, or the task's own commands)."""
+    from aka_core.errors import AkaError
+
+    try:
+        spec = host.task_format(task.format)
+    except AkaError:  # a format name no registered format has: the operator judge's task
+        return None
+    return spec.judge() if spec.judge is not None else None
+
+
+def judge_record(judge: TaskJudge, request: JudgeRequest) -> dict[str, Any]:
+    """``judge.evaluate(request)``; a judge that raises is the evaluator's fault (infra_error),
+    never the candidate's."""
+    try:
+        record = judge.evaluate(request)
+    except Exception as exc:
+        log.error("the task format's judge raised", error=f"{type(exc).__name__}: {exc}")
+        return {"failure": {"kind": "infra_error", "phase": "judge", "retryable": True,
+                            "message": f"the task format's judge raised {type(exc).__name__}: "
+                                       f"{exc}", "traceback": traceback.format_exc()[-4000:]}}
+    if not isinstance(record, dict):
+        return {"failure": {"kind": "infra_error", "phase": "judge", "retryable": False,
+                            "message": f"the task format's judge returned "
+                                       f"{type(record).__name__}, not a record (dict)"}}
+    return record
 
 
 def evaluator_tampering(ctx: TaskContext) -> str | None:

@@ -243,6 +243,10 @@ class Task:
     rules: TaskRules = attrs.Factory(TaskRules)
     harness: Harness | None = None
     """Set for tasks judged by their own commands instead of the judge (``Harness``)."""
+    judging: str | None = None
+    """How the task is judged, in the agent's prompt, for a format with its own judge
+    (``TaskFormatSpec.judge``); None: the operator judge's rules (entrypoint, inputs factory,
+    reference on secret inputs, held-out cases, ``aka selfcheck``)."""
 
     @property
     def baseline_is_initial_candidate(self) -> bool:

@@ -21,6 +21,8 @@ def _target_line(target_gpu_model: str) -> str:
 
 
 def build_prompt(task: Task, target_gpu_model: str) -> str:
+    if task.judging is not None:
+        return _judged_prompt(task, target_gpu_model)
     editable = ", ".join(task.editable)
     cases = "\n".join(f"  - {c.name}: {c.params}" for c in task.cases)
     return f"""You are optimising a GPU kernel task: {task.id} ({task.family}, backend {task.backend}).
@@ -46,4 +48,21 @@ Rules:
 Checking your work: run `aka selfcheck` in this folder. It builds your code, checks it on the
 visible cases and times it briefly against the baseline. It is advisory: the final evaluation is
 independent, uses other random inputs and also runs the held-out cases.
+"""
+
+
+def _judged_prompt(task: Task, target_gpu_model: str) -> str:
+    """The prompt of a task whose format judges it (``Task.judging`` says how)."""
+    assert task.judging is not None
+    cases = "\n".join(f"  - {c.name}: {c.params}" for c in task.cases)
+    return f"""You are optimising a GPU kernel task: {task.id} ({task.family}, backend {task.backend}).
+
+{task.instructions.strip()}
+
+Files you may edit: {", ".join(task.editable)}
+Target GPU: {_target_line(target_gpu_model)}
+Cases:
+{cases}
+
+{task.judging.strip()}
 """

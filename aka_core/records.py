@@ -42,6 +42,10 @@ class TaskFormatSpec(PluginRecord):
 
     kind: ClassVar[str] = "task_format"
     marker_file: str = "task.yaml"
+    judge: Callable[[], TaskJudge] | None = None
+    """A format whose tasks are judged by the format's own judge (``judge() -> TaskJudge``), not
+    by the operator judge nor by the task's commands: e2e serving tasks, whose runner is a
+    server. None: the operator judge (or ``Task.harness``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -167,6 +171,45 @@ class Backend(Protocol):
 class Scorer(Protocol):
     def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
         """Turn an evaluation into a reward. Must return 0 when not eligible."""
+
+
+@attrs.frozen(kw_only=True)
+class JudgeRequest:
+    """One evaluation for a format's own judge (``TaskFormatSpec.judge``). The judge is trusted
+    (it runs in aka's process); the code it runs from ``workspace`` and ``baseline`` is not, and
+    runs confined (``confinement``, ``protected``)."""
+
+    task: Task
+    workspace: Path | None
+    """The candidate's folder (the task's editable files, the rest restored); None: the baseline
+    is judged against itself (``aka validate --run``)."""
+    baseline: Path
+    """The preserved, read-only copy of the task: the evaluator's files and the baseline."""
+    logs: Path
+    """A folder the judge may write its logs to."""
+    device: str
+    """"cuda" or "cpu"."""
+    measure_performance: bool = True
+    held_out: bool = True
+    """Judge with what the agent never saw (secret seeds) besides the visible work."""
+    held_out_seed: int | None = None
+    """The secret's seed, the same for every candidate (None: a fresh one per evaluation)."""
+    protected: tuple[str, ...] = ()
+    """Folders no confined process may read."""
+    confinement: str = "required"
+    """``required``, ``best_effort`` or ``off`` (``EvaluationConfig.confinement``)."""
+    quick: bool = False
+    """An advisory check (``aka selfcheck``): the judge may measure less."""
+
+
+@runtime_checkable
+class TaskJudge(Protocol):
+    def evaluate(self, request: JudgeRequest) -> dict[str, Any]:
+        """The evaluation record: the operator record's keys that ``evaluate.outcome`` and
+        ``lifecycle.decide_acceptance`` read (``failure``, ``compile``, ``correctness``,
+        ``performance``, ``confinement``, ``wall_clock_check``). Faults of the evaluator are
+        ``failure.kind`` ``infra_error``, of the task ``task_error``; never raise for the
+        candidate's."""
 
 
 class TaskRunner(Protocol):

@@ -27,7 +27,7 @@ def _task_dirs(path: Path, host: PluginHost) -> list[tuple[Path, str]]:
     from aka_core.api import find_task
     from aka_core.selection import discover_tasks
 
-    if (path / "task.yaml").is_file():
+    if (path / "task.yaml").is_file() or _judged_task_dir(path, host):
         return [find_task(path)]
     found = discover_tasks(path, host)
     prefix = ""
@@ -37,6 +37,14 @@ def _task_dirs(path: Path, host: PluginHost) -> list[tuple[Path, str]]:
             break
     return [(p, f"{prefix}/{tid}" if prefix and prefix != "." else tid)
             for tid, p in sorted(found.items())]
+
+
+def _judged_task_dir(path: Path, host: PluginHost) -> bool:
+    """Whether ``path`` is a task folder of a format with its own judge."""
+    from aka_core.records import TaskFormatSpec
+
+    return any(isinstance(reg.record, TaskFormatSpec) and reg.record.judge is not None
+               and reg.record.factory().is_task_dir(path) for reg in host.registered("task_format"))
 
 
 def validate_task(task_dir: Path, task_id: str, host: PluginHost, *, run: bool,
@@ -60,10 +68,19 @@ def validate_task(task_dir: Path, task_id: str, host: PluginHost, *, run: bool,
                        "detail": f"{task_dir / 'task.yaml'}: backend: {exc}"})
         report["overall_status"] = "FAIL"
         return report
-    checks.append({"name": "static", "status": "PASS", "detail": "task.yaml and files valid"})
-    checks.extend(_contract_warnings(task))
-    if run:
-        checks.extend(_run_checks(task, host, device, report, trivial=trivial))
+    from aka_core.lifecycle import format_judge
+
+    if format_judge(host, task) is not None:  # the format checked its files when it loaded them
+        checks.append({"name": "static", "status": "PASS",
+                       "detail": f"{task.format} task: files valid"})
+        if run:
+            checks.extend(_judged_run_checks(task, host, device, report))
+    else:
+        checks.append({"name": "static", "status": "PASS",
+                       "detail": "task.yaml and files valid"})
+        checks.extend(_contract_warnings(task))
+        if run:
+            checks.extend(_run_checks(task, host, device, report, trivial=trivial))
     statuses = {c["status"] for c in checks}
     report["overall_status"] = "FAIL" if "FAIL" in statuses else ("WARN" if "WARN" in statuses
                                                                     else "PASS")
@@ -108,6 +125,34 @@ def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any
         from aka_core.task_quality import run_checks
 
         out.extend(run_checks(task, host, device, record, trivial=trivial))
+    return out
+
+
+def _judged_run_checks(task: Task, host: PluginHost, device: str,
+                       report: dict[str, Any]) -> list[dict[str, Any]]:
+    """``--run`` for a task whose format judges it: its judge on the baseline against itself."""
+    from aka_core.api import resolve_device, validate_task_run
+    from aka_core.evaluation.evaluate import outcome
+
+    record = validate_task_run(task, host, device=resolve_device(device))
+    report["evaluation"] = {k: v for k, v in record.items() if k not in ("worker_log_tail",)}
+    failure = record.get("failure")
+    if failure:
+        return [{"name": "run", "status": "FAIL", "detail": failure.get("message"),
+                 "traceback": failure.get("traceback"),
+                 "log_tail": record.get("worker_log_tail", "")[-1500:]}]
+    gates = outcome(record)
+    out = [{"name": "baseline_matches_reference",
+            "status": "PASS" if gates["pass_correctness"] else "FAIL",
+            "detail": f"on {record.get('device', {}).get('name')}"}]
+    perf = record.get("performance") or {}
+    if not perf.get("measured"):
+        out.append({"name": "timing", "status": "PASS",
+                    "detail": perf.get("reason_not_measured", "not measured")})
+        return out
+    s, (lo, hi) = perf["speedup"], perf["ci95"]
+    out.append({"name": "baseline_against_itself", "status": "PASS" if abs(s - 1) < 0.02
+                else "WARN", "detail": f"A/A speedup {s:.4f} (95% CI {lo:.4f}..{hi:.4f})"})
     return out
 
 
