@@ -1,0 +1,482 @@
+"""The builtin engine, driven from the judge: ``python -I -m aka_backend_e2e.engine_main`` in its
+own process group, confined before it imports torch or the kernel tree, spoken to over its
+stdin/stdout in JSON lines (the pipe protocol of ``engine_main``).
+
+The judge's clock is the measurement: a reader thread takes ``time.perf_counter()`` the moment
+each chunk of the engine's stdout arrives, and every line in it carries that time; requests are
+sent by the judge at the case's rate. Every wait has a deadline; stopping (or any failure) kills
+the engine's whole process group.
+
+Before the engine answers "load" nothing of the kernel tree has run, so a failure before then
+is a setup fault (``EngineSetupError``); from "load" on it is the arm's (``EngineFailure``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import queue
+import select
+import shutil
+import signal
+import site
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from aka_backend_e2e.adapters.base import (
+    ARMS,
+    EngineCrashed,
+    EngineFailure,
+    EngineProtocolError,
+    EngineSetupError,
+    EngineTimeout,
+    KernelLoadFailed,
+    Request,
+    RequestResult,
+    RunResult,
+)
+
+ENGINE_MODULE = "aka_backend_e2e.engine_main"
+MAX_LINE_BYTES = 64 * 2**20
+STDERR_TAIL_BYTES = 4000
+# Packages the engine imports; readable inside its sandbox wherever they are installed.
+ENGINE_PACKAGES = ("aka_core", "aka_backend_e2e", "torch", "triton", "numpy", "safetensors")
+CONFINEMENT_MODES = ("required", "best_effort", "off")
+
+
+@attrs.frozen(kw_only=True)
+class Timeouts:
+    """Deadlines (seconds) of the engine's answers."""
+
+    confine: float = 60.0
+    load: float = 900.0
+    """Loading the weights and kernels, capturing the decode graph, the warm-up generate."""
+    stall: float = 120.0
+    """During a generate: the longest wait for any line."""
+    generate: float = 1800.0
+    """A whole generate."""
+    check: float = 120.0
+    stop: float = 10.0
+
+
+def engine_read_folders() -> list[str]:
+    """Folders of installed code the engine imports (the Python installation itself is readable
+    by ``sandbox.build_spec``): site-packages and the packages the engine needs."""
+    folders = [p for p in site.getsitepackages() if os.path.isdir(p)]
+    for name in ENGINE_PACKAGES:
+        try:
+            found = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            found = None
+        if found is not None and found.origin:
+            folders.append(str(Path(found.origin).resolve().parent))
+    return folders
+
+
+def sandbox_protected(protected: Sequence[str | Path]) -> list[str]:
+    """The caller's protected paths plus those every runner is kept out of."""
+    from aka_core.evaluation.judge import SANDBOX_PROTECTED_ALWAYS
+
+    return [str(p) for p in (*protected, *SANDBOX_PROTECTED_ALWAYS)]
+
+
+class BuiltinAdapter:
+    """Starts confined builtin engines. ``weights``: the safetensors file of the workload's model
+    (``weights_digest`` is checked by the engine at load); ``protected``: paths the engine must
+    not read (the tasks folder, the run folder, the other arm's tree); ``confinement``:
+    ``required`` (fail when the host cannot confine), ``best_effort`` or ``off``."""
+
+    name = "builtin"
+
+    def __init__(self, *, weights: Path, weights_digest: str | None, device: str,
+                 protected: Sequence[str | Path] = (), confinement: str = "required",
+                 graph: bool | None = None, timeouts: Timeouts | None = None,
+                 scratch_root: Path | None = None, command: Sequence[str] | None = None,
+                 extra_read: Sequence[str | Path] = (), env: Mapping[str, str] | None = None):
+        if confinement not in CONFINEMENT_MODES:
+            raise ValueError(f"confinement must be one of {CONFINEMENT_MODES}, got {confinement!r}")
+        self.weights = Path(weights)
+        self.weights_digest = weights_digest
+        self.device = device
+        self.protected = list(protected)
+        self.confinement = confinement
+        self.graph = device == "cuda" if graph is None else graph
+        self.timeouts = timeouts or Timeouts()
+        self.scratch_root = scratch_root
+        self.command = list(command) if command else [sys.executable, "-I", "-m", ENGINE_MODULE]
+        self.extra_read = [str(p) for p in extra_read]
+        self.env = dict(env or {})
+
+    def start(self, arm: str, kernels_dir: Path, workload: Any, case: Any,
+              log_dir: Path) -> BuiltinRun:
+        if arm not in ARMS:
+            raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+        from aka_core import sandbox
+        from aka_core.evaluation.judge import runner_environment
+
+        kernels_dir = Path(kernels_dir).resolve()
+        log_dir = Path(log_dir)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        if self.scratch_root is not None:
+            self.scratch_root.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f"aka-e2e-{arm}-", dir=self.scratch_root))
+        spec = sandbox.build_spec(
+            scratch=scratch,
+            read=[str(kernels_dir), str(self.weights), *engine_read_folders(), *self.extra_read],
+            protected=sandbox_protected(self.protected),
+            required=self.confinement == "required")
+        env = {**runner_environment(scratch, {}), **dict(workload.env), **self.env}
+        run = BuiltinRun(arm, self.command, env=env, scratch=scratch,
+                         log_path=log_dir / f"engine.{arm}.log", timeouts=self.timeouts)
+        try:
+            run.confine(spec.to_json(), confine=self.confinement != "off")
+            run.load({
+                "op": "load", "model": workload.model.config, "weights": str(self.weights),
+                "weights_digest": self.weights_digest, "kernels": str(kernels_dir),
+                "slots": int(case.max_concurrency),
+                "max_len": max_len_of(case),
+                "device": self.device, "graph": self.graph},
+                entrypoints=tuple(workload.kernels.entrypoints))
+        except BaseException:
+            run.stop()
+            raise
+        return run
+
+
+class BuiltinRun:
+    """One engine process serving one arm."""
+
+    def __init__(self, arm: str, command: Sequence[str], *, env: Mapping[str, str],
+                 scratch: Path, log_path: Path, timeouts: Timeouts):
+        self.arm = arm
+        self.timeouts = timeouts
+        self.scratch = scratch
+        self.log_path = log_path
+        self.info: dict[str, Any] = {"log": str(log_path)}
+        self.lines: queue.Queue[tuple[float, bytes | None, str | None]] = queue.Queue()
+        self._stopped = False
+        self._log = log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                cwd=scratch, env=dict(env), start_new_session=True, bufsize=0)
+        except OSError as exc:
+            self._log.close()
+            raise EngineSetupError(f"cannot start the engine ({command[0]}): {exc}",
+                                   arm=arm) from exc
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin = self.proc.stdin.fileno()
+        os.set_blocking(self._stdin, False)
+        self._reader = threading.Thread(target=self._read_stdout, args=(self.proc.stdout.fileno(),),
+                                        name=f"aka-e2e-{arm}-reader", daemon=True)
+        self._reader.start()
+
+    # ------------------------------------------------------------------ pipes
+    def _read_stdout(self, fd: int) -> None:
+        """Reader thread: split stdout into lines, each stamped with the arrival time of the
+        chunk that completed it; ``None`` at end of file; an error for an oversized line."""
+        buffer = bytearray()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except OSError:
+                chunk = b""
+            now = time.perf_counter()
+            if not chunk:
+                self.lines.put((now, None, None))
+                return
+            buffer += chunk
+            while (newline := buffer.find(b"\n")) >= 0:
+                self.lines.put((now, bytes(buffer[:newline]), None))
+                del buffer[: newline + 1]
+            if len(buffer) > MAX_LINE_BYTES:
+                self.lines.put((now, None, f"a line of more than {MAX_LINE_BYTES} bytes"))
+                return
+
+    def send(self, message: Mapping[str, Any], timeout: float) -> None:
+        """Write one command line, bounded: an engine that stops reading is a timeout."""
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        deadline = time.monotonic() + timeout
+        view = memoryview(data)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._failure(EngineTimeout, "did not read its commands in time")
+            _, ready, _ = select.select([], [self._stdin], [], remaining)
+            if not ready:
+                continue
+            try:
+                written = os.write(self._stdin, view)
+            except BlockingIOError:
+                continue
+            except (BrokenPipeError, OSError):
+                raise self._failure(EngineCrashed, "exited (its command pipe is closed)") from None
+            view = view[written:]
+
+    def receive(self, timeout: float, what: str) -> tuple[float, dict[str, Any]]:
+        """The next line (its arrival time and JSON object), within ``timeout`` seconds."""
+        got = self.poll(timeout, what)
+        if got is None:
+            raise self._failure(EngineTimeout, f"no answer within {timeout:.0f} s ({what})")
+        return got
+
+    def poll(self, timeout: float, what: str) -> tuple[float, dict[str, Any]] | None:
+        """The next line within ``timeout`` seconds, or None."""
+        try:
+            at, line, error = self.lines.get(timeout=max(timeout, 0.0))
+        except queue.Empty:
+            return None
+        if error is not None:
+            self.lines.put((at, None, error))  # every later read fails the same way
+            raise self._failure(EngineProtocolError, f"sent {error} ({what})")
+        if line is None:
+            self.lines.put((at, None, None))
+            raise self._failure(EngineCrashed, f"exited ({what})")
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            raise self._failure(EngineProtocolError, f"sent a line that is not JSON ({what}): "
+                                f"{line[:200]!r}") from None
+        if not isinstance(message, dict):
+            raise self._failure(EngineProtocolError, f"sent a line that is not a JSON object "
+                                f"({what})")
+        return at, message
+
+    def _failure(self, cls: type[EngineFailure], message: str, phase: str = "") -> EngineFailure:
+        if cls is EngineCrashed:
+            try:
+                code = self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None
+            message += f" (exit status {code})" if code is not None else ""
+        tail = self.stderr_tail()
+        return cls(message + (f"; its log ends: {tail}" if tail else ""), arm=self.arm,
+                   phase=phase or self.info.get("phase", ""), log=str(self.log_path))
+
+    def stderr_tail(self) -> str:
+        try:
+            with self.log_path.open("rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - STDERR_TAIL_BYTES))
+                return handle.read().decode(errors="replace").strip()[-STDERR_TAIL_BYTES:]
+        except OSError:
+            return ""
+
+    # ------------------------------------------------------------------ start-up
+    def confine(self, sandbox: Mapping[str, Any], *, confine: bool) -> None:
+        """Nothing of the tree has run yet: any failure here is the host's or the evaluator's."""
+        self.info["phase"] = "startup"
+        try:
+            self.send({"op": "confine", "sandbox": dict(sandbox), "confine": confine},
+                      self.timeouts.confine)
+            _, reply = self.receive(self.timeouts.confine, "confine")
+        except EngineFailure as exc:
+            raise EngineSetupError(f"the {self.arm} engine did not start: {exc.message}",
+                                   arm=self.arm) from exc
+        if not reply.get("ok"):
+            raise EngineSetupError(f"the {self.arm} engine could not be confined: "
+                                   f"{reply.get('error') or reply.get('message') or reply}",
+                                   arm=self.arm)
+        self.info["confinement"] = reply.get("confinement")
+
+    def load(self, command: Mapping[str, Any], *, entrypoints: Sequence[str]) -> dict[str, Any]:
+        """Load the model and the kernel tree; the engine's warm-up must have called every
+        declared entrypoint."""
+        self.info["phase"] = "load"
+        self.send(command, self.timeouts.load)
+        _, reply = self.receive(self.timeouts.load, "load")
+        if not reply.get("ok"):
+            error = str(reply.get("error") or reply)
+            kind = reply.get("error_kind")
+            if kind == "kernels":
+                raise KernelLoadFailed(f"the kernel tree did not load: {error}", arm=self.arm,
+                                       phase="load", log=str(self.log_path))
+            if kind in ("weights", "setup"):
+                raise EngineSetupError(f"the {self.arm} engine could not load: {error}",
+                                       arm=self.arm, phase="load")
+            raise self._failure(EngineCrashed, f"failed to load: {error}", phase="load")
+        called = reply.get("entrypoints_called")
+        if not isinstance(called, list):
+            raise self._failure(EngineProtocolError, "its load reply lacks entrypoints_called")
+        missing = [name for name in entrypoints if name not in called]
+        if missing:
+            raise self._failure(EngineProtocolError, "never called the kernel tree's "
+                                f"{', '.join(missing)} during its warm-up", phase="load")
+        self.info.update(load_s=reply.get("load_s"), kernel_digest=reply.get("kernel_digest"),
+                         entrypoints_called=called)
+        return reply
+
+    # ------------------------------------------------------------------ serving
+    def request(self, message: Mapping[str, Any], timeout: float | None = None
+                ) -> dict[str, Any]:
+        """Send one command and return its one reply (e.g. ``check`` of the operator oracle)."""
+        timeout = self.timeouts.check if timeout is None else timeout
+        self.info["phase"] = str(message.get("op", ""))
+        self.send(message, timeout)
+        return self.receive(timeout, str(message.get("op")))[1]
+
+    def check(self, kernel: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None,
+              timeout: float | None = None) -> dict[str, Any]:
+        """One call of ``kernel`` on the engine's device (tensors encoded as the protocol says)."""
+        return self.request({"op": "check", "kernel": kernel, "args": list(args),
+                             "kwargs": dict(kwargs or {})}, timeout)
+
+    def generate(self, requests: Sequence[Request], rate: float, *, seed: int = 0) -> RunResult:
+        """Send ``requests`` (at ``rate`` per second by the judge's clock: ``inf``, one command
+        with all of them) and read the engine's lines until it is idle with every request sent.
+        """
+        from aka_backend_e2e.measure import arrival_offsets
+
+        self.info["phase"] = "generate"
+        if len({r.id for r in requests}) != len(requests):
+            raise ValueError("request ids must be unique")
+        results = {r.id: RequestResult(id=r.id, expected_tokens=r.max_tokens) for r in requests}
+        offsets = arrival_offsets(len(requests), rate, seed)
+        batches: list[tuple[float, list[Request]]] = []
+        for offset, req in zip(offsets, requests, strict=True):
+            if batches and batches[-1][0] == offset:
+                batches[-1][1].append(req)
+            else:
+                batches.append((offset, [req]))
+        if not requests:
+            now = time.perf_counter()
+            return RunResult(arm=self.arm, requests={}, start=now, end=now)
+        start = time.perf_counter()
+        deadline = time.monotonic() + self.timeouts.generate
+        next_batch = 0
+
+        def send_due() -> None:
+            nonlocal next_batch
+            while next_batch < len(batches) and \
+                    time.perf_counter() - start >= batches[next_batch][0]:
+                batch = batches[next_batch][1]
+                at = time.perf_counter()
+                for req in batch:
+                    results[req.id].sent = at
+                self.send({"op": "generate", "requests": [r.to_json() for r in batch]},
+                          max(deadline - time.monotonic(), 0.0))
+                next_batch += 1
+
+        send_due()
+        start = min(r.sent for r in results.values() if r.sent is not None)
+        end = start
+        stall_until = time.monotonic() + self.timeouts.stall
+        while True:
+            now = time.monotonic()
+            if now > deadline:
+                raise self._failure(EngineTimeout, f"did not finish {len(requests)} requests "
+                                    f"within {self.timeouts.generate:.0f} s")
+            if now > stall_until:
+                raise self._failure(EngineTimeout, f"sent nothing for {self.timeouts.stall:.0f} s "
+                                    "while requests were pending")
+            wait = min(stall_until, deadline) - now
+            if next_batch < len(batches):
+                wait = min(wait, max(start + batches[next_batch][0] - time.perf_counter(), 0.0))
+            got = self.poll(wait, "generate")
+            if got is not None:
+                at, message = got
+                end = at
+                stall_until = time.monotonic() + self.timeouts.stall
+                if self._take(message, at, results) and next_batch >= len(batches):
+                    break
+            send_due()
+        return RunResult(arm=self.arm, requests=results, start=start, end=end,
+                         info={k: v for k, v in self.info.items() if k != "phase"})
+
+    def _take(self, message: dict[str, Any], at: float,
+              results: dict[str, RequestResult]) -> bool:
+        """Apply one generate line; True when the engine says it is idle."""
+        if "step" in message:
+            step = message["step"]
+            if not isinstance(step, list):
+                raise self._failure(EngineProtocolError, "sent a step that is not a list")
+            for item in step:
+                if not (isinstance(item, list) and len(item) == 3):
+                    raise self._failure(EngineProtocolError, f"sent a malformed step entry "
+                                        f"{str(item)[:100]}")
+                rid, token, logprob = item
+                got = results.get(rid) if isinstance(rid, str) else None
+                if got is None or got.sent is None:
+                    raise self._failure(EngineProtocolError, f"sent a token for request "
+                                        f"{str(rid)[:80]!r}, which was not sent")
+                if got.completed is not None:
+                    raise self._failure(EngineProtocolError, f"sent a token for request {rid} "
+                                        "after it was done")
+                if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+                    raise self._failure(EngineProtocolError, f"sent token {token!r} for {rid}")
+                if isinstance(logprob, bool) or not isinstance(logprob, int | float):
+                    raise self._failure(EngineProtocolError, f"sent logprob {logprob!r} for {rid}")
+                if len(got.tokens) >= got.expected_tokens:
+                    raise self._failure(EngineProtocolError, f"sent more than max_tokens "
+                                        f"({got.expected_tokens}) tokens for {rid}")
+                got.add(token, float(logprob), at)
+            return False
+        if "done" in message:
+            rid = message["done"]
+            got = results.get(rid) if isinstance(rid, str) else None
+            if got is None or got.sent is None or got.completed is not None:
+                raise self._failure(EngineProtocolError, f"said request {str(rid)[:80]!r} is done "
+                                    "(not sent, or done already)")
+            got.completed = at
+            return False
+        if message.get("idle") is True:
+            self.info["steps"] = message.get("steps")
+            return True
+        if message.get("ok") is False:
+            raise self._failure(EngineCrashed, f"failed while generating: "
+                                f"{str(message.get('error'))[:2000]}")
+        raise self._failure(EngineProtocolError, f"sent an unexpected line {str(message)[:200]}")
+
+    # ------------------------------------------------------------------ stopping
+    def stop(self) -> None:
+        """Ask the engine to stop, then kill its whole process group (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.proc.poll() is None:
+            try:
+                self.send({"op": "stop"}, min(self.timeouts.stop, 2.0))
+            except EngineFailure:
+                pass
+            try:
+                self.proc.wait(timeout=self.timeouts.stop)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_group(self.proc)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self._reader.join(timeout=5)
+        self._log.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group ``proc`` leads (started with ``start_new_session``), then reap
+    ``proc``."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def max_len_of(case: Any) -> int:
+    """The longest sequence a case needs (prompt and output at their upper bounds)."""
+    return int(case.input_len[1]) + int(case.output_len[1])
+
