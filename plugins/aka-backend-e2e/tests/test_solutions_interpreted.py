@@ -14,15 +14,16 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from aka_backend_e2e.kernels_api import REFERENCE
+from aka_backend_e2e.kernels_api import BASELINE_TREE, REFERENCE, KernelSet, load_tree
 
 try:
     import torch
@@ -39,18 +40,21 @@ def check(fn: Callable[[], None]) -> Callable[[], None]:
     return fn
 
 
-def _load(task: str, module: str) -> ModuleType:
-    path = SOLUTIONS / task / "kernels" / f"{module}.py"
-    name = f"aka_e2e_solution_{task}_{module}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.modules.pop(name, None)
-    return mod
+def _tree(task: str) -> KernelSet:
+    """The task's kernel tree as the engine would get it: the baseline tree with the
+    solution's files in place of the baseline's (each solution file holds every entrypoint of
+    its module), loaded by kernels_api.load_tree."""
+    if task not in _trees:
+        root = _workdir[0] / task / "kernels"
+        shutil.copytree(BASELINE_TREE, root, ignore=shutil.ignore_patterns("__pycache__"))
+        for path in (SOLUTIONS / task / "kernels").glob("*.py"):
+            shutil.copy(path, root / path.name)
+        _trees[task] = load_tree(root)
+    return _trees[task]
+
+
+_trees: dict[str, KernelSet] = {}
+_workdir: list[Path] = []  # the child's temporary folder
 
 
 def _bf16(*shape: int, gen) -> "torch.Tensor":
@@ -67,7 +71,7 @@ def _close(actual, expected) -> None:
 
 @check
 def rms_norm_odd_shapes() -> None:
-    norm = _load("qwen3_norms", "norm")
+    norm = _tree("qwen3_norms")
     for rows, width in [(5, 33), (37, 16), (3, 64), (2, 200), (3, 1024)]:
         gen = torch.Generator().manual_seed(rows * 1000 + width)
         x = _bf16(rows, width, gen=gen)
@@ -78,7 +82,7 @@ def rms_norm_odd_shapes() -> None:
 @check
 def rms_norm_of_strided_head_rows() -> None:
     """q/k norm: [T * heads, D] rows of a slice of a fused qkv projection."""
-    norm = _load("qwen3_norms", "norm")
+    norm = _tree("qwen3_norms")
     gen = torch.Generator().manual_seed(3)
     qkv = _bf16(7, 3 * 4 * 16, gen=gen)
     rows = qkv[:, : 4 * 16].view(7, 4, 16).reshape(-1, 16)
@@ -88,7 +92,7 @@ def rms_norm_of_strided_head_rows() -> None:
 
 @check
 def fused_add_rms_norm_odd_shapes() -> None:
-    norm = _load("qwen3_norms", "norm")
+    norm = _tree("qwen3_norms")
     for rows, width in [(5, 33), (9, 64), (1, 128), (2, 1024)]:
         gen = torch.Generator().manual_seed(rows * 7 + width)
         x, residual = _bf16(rows, width, gen=gen), _bf16(rows, width, gen=gen)
@@ -110,7 +114,7 @@ def _cos_sin(max_len: int, dim: int, theta: float = 10000.0):
 
 @check
 def rotary_of_strided_q_and_k() -> None:
-    rotary = _load("qwen3_rotary", "rotary")
+    rotary = _tree("qwen3_rotary")
     for tokens, hq, hk, dim in [(5, 4, 2, 16), (3, 6, 2, 24), (1, 3, 1, 8), (2, 16, 8, 128)]:
         gen = torch.Generator().manual_seed(tokens + hq + dim)
         qkv = _bf16(tokens, (hq + 2 * hk) * dim, gen=gen)  # views, as the engine has them
@@ -128,7 +132,7 @@ def rotary_of_strided_q_and_k() -> None:
 
 @check
 def attention_decode_masks_past_seq_lens() -> None:
-    attention = _load("qwen3_decode_attention", "attention")
+    attention = _tree("qwen3_decode_attention")
     for hq, hk, dim, cache_len, lens in [(4, 2, 16, 37, [1, 20, 37]),
                                          (6, 2, 24, 70, [70, 65, 3, 64]),
                                          (2, 2, 16, 9, [5]),
@@ -150,7 +154,7 @@ def attention_decode_masks_past_seq_lens() -> None:
 
 @check
 def kv_write_from_strided_views() -> None:
-    attention = _load("qwen3_decode_attention", "attention")
+    attention = _tree("qwen3_decode_attention")
     gen = torch.Generator().manual_seed(11)
     slots_n, cache_len, hk, dim, tokens = 3, 13, 3, 24, 5
     kv = _bf16(tokens, 3 * hk * dim, gen=gen)  # k and v as slices of a fused projection
@@ -168,7 +172,7 @@ def kv_write_from_strided_views() -> None:
 
 @check
 def attention_prefill_causal_gqa() -> None:
-    attention = _load("qwen3_decode_attention", "attention")
+    attention = _tree("qwen3_decode_attention")
     for tokens, hq, hk in [(7, 4, 2), (1, 2, 2)]:
         gen = torch.Generator().manual_seed(tokens)
         q, k, v = (_bf16(tokens, h, 16, gen=gen) for h in (hq, hk, hk))
@@ -201,12 +205,14 @@ def test_solution_matches_fp32_reference(results: dict[str, str | None], name: s
 def _main() -> None:
     os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported, by the solutions
     outcome: dict[str, str | None] = {}
-    for name, fn in CHECKS.items():
-        try:
-            fn()
-            outcome[name] = None
-        except Exception:
-            outcome[name] = traceback.format_exc()
+    with tempfile.TemporaryDirectory(prefix="aka_e2e_solutions_") as tmp:
+        _workdir.append(Path(tmp))
+        for name, fn in CHECKS.items():
+            try:
+                fn()
+                outcome[name] = None
+            except Exception:
+                outcome[name] = traceback.format_exc()
     print(json.dumps(outcome))
 
 

@@ -89,18 +89,17 @@ def _kv_write_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slots_ptr, pos_ptr, HK, D,
 
 def attention_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       scale: float) -> torch.Tensor:
-    """Causal attention of one sequence, GQA; torch, as in the baseline."""
+    """Causal attention of one sequence, GQA: the baseline's eager PyTorch, unchanged."""
     t, hq, _ = q.shape
-    hk = k.shape[1]
-    group = hq // hk
-    qf = q.float().transpose(0, 1)  # [Hq, T, D]
-    kf = k.float().repeat_interleave(group, dim=1).transpose(0, 1)
-    vf = v.float().repeat_interleave(group, dim=1).transpose(0, 1)
-    scores = torch.matmul(qf, kf.transpose(1, 2)) * scale  # [Hq, T, T]
-    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
-    scores = scores.masked_fill(~causal, float("-inf"))
-    out = torch.matmul(torch.softmax(scores, dim=-1), vf)  # [Hq, T, D]
-    return out.transpose(0, 1).to(q.dtype).contiguous()
+    groups = hq // k.shape[1]
+    query = q.transpose(0, 1)                                        # [Hq, T, D]
+    key = k.repeat_interleave(groups, dim=1).transpose(0, 1)         # [Hq, T, D]
+    value = v.repeat_interleave(groups, dim=1).transpose(0, 1)
+    scores = torch.matmul(query, key.transpose(1, 2)) * scale       # [Hq, T, T]
+    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
+    scores = scores.masked_fill(future, float("-inf"))
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(probs, value).transpose(0, 1).contiguous()  # [T, Hq, D]
 
 
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
