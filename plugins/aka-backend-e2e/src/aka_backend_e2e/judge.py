@@ -1,13 +1,555 @@
-"""The e2e judge (in progress)."""
+"""The e2e judge: the format's own judge (``TaskFormatSpec.judge``), run in aka's process.
+
+One evaluation, in order, each step gating the next:
+
+1. **Setup** (the evaluator's): the workload is read from the preserved copy of the task and
+   checked against its lock (a mismatch is a ``task_error``); the builtin model's weights are
+   generated or taken from the cache and must have the workload's digest; the two kernel trees
+   are assembled in a folder of the judge's: the baseline's from the task, the candidate's from
+   the task with the candidate's editable files (and any new files it added to the tree) over it.
+2. **Compile**: one confined engine per arm loads its tree (an import error or a missing
+   entrypoint is the candidate's ``compile`` failure, the baseline's ``task_error``), and must
+   report the digest of the tree the judge gave it and prove it called every declared entrypoint.
+3. **Correctness**: the operator oracle (``oracle.operator_cases``) sends inputs for every
+   entrypoint of the editable modules to each engine and compares the outputs with the FP32
+   references in this process; then both engines generate greedy sequences for the correctness
+   prompts, which the FP32 reference model (same weights) scores token by token. The candidate's
+   regret must stay within ``max(max_regret, 2 x the baseline's)`` (and the same for the mean).
+   With held-out on, the oracle's inputs and the prompts come from a secret seed.
+4. **Timing** (``measure.run_case``): per case, alternating pairs of fresh engines serve the
+   case's fixed work; count checks on every run; a sample of every timed run's sequences is
+   scored by the FP32 reference (the same bounds). The speedup is the geometric mean over cases
+   of the median paired throughput ratio, with its CI; a case's p99 TPOT limit is a gate.
+   On the CPU the timing runs too but is a diagnostic (``performance.cpu_diagnostic``), never
+   measured for the score: CPU results are never paid, as for operator tasks.
+
+Faults of the evaluator or the host are ``infra_error`` (retryable), of the task ``task_error``,
+of the candidate its kinds (``compile``, ``correctness``, ``crashed``, ``timeout``, ``protocol``,
+``timing_check``, ``policy``). Nothing the engines say about time or correctness is believed.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import random
+import secrets
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import structlog
+
+from aka_backend_e2e.adapters.base import (
+    ARMS,
+    EngineFailure,
+    EngineProtocolError,
+    EngineSetupError,
+    Request,
+    RunResult,
+)
+from aka_backend_e2e.kernels_api import ENTRYPOINTS
+from aka_backend_e2e.workload import (
+    LOCK_FILE,
+    Workload,
+    WorkloadCase,
+    builtin_weights,
+    check_lock,
+    load_workload,
+)
+from aka_core.errors import ConfigError
 from aka_core.records import JudgeRequest
+
+if TYPE_CHECKING:
+    import torch
+
+    from aka_backend_e2e.model import ModelConfig
+
+log = structlog.get_logger("aka.e2e")
+
+MAX_TREE_BYTES = 64 * 2**20
+"""The most a candidate's kernel tree may hold (files it added included)."""
+CORRECTNESS_SLOTS = 16
+"""The most sequences a correctness engine serves at once."""
+QUICK = {"min_pairs": 1, "max_pairs": 1}
+"""An advisory evaluation (``aka selfcheck``) times one pair per case."""
+METHOD = "e2e_throughput"
+
+
+class JudgeFailure(Exception):
+    """Ends an evaluation with ``record["failure"]``."""
+
+    def __init__(self, kind: str, phase: str, message: str, **details: Any):
+        super().__init__(message)
+        self.kind, self.phase, self.message, self.details = kind, phase, message, details
+
+    def to_failure(self) -> dict[str, Any]:
+        return {"kind": self.kind, "phase": self.phase, "message": self.message,
+                "retryable": self.kind == "infra_error", **self.details}
 
 
 class E2EJudge:
+    """``evaluate(JudgeRequest) -> record`` (``aka_core.records.TaskJudge``)."""
+
     def evaluate(self, request: JudgeRequest) -> dict[str, Any]:
-        return {"failure": {"kind": "infra_error", "phase": "judge", "retryable": True,
-                            "message": "the e2e judge is not built yet"}}
+        return Evaluation(request).run()
+
+
+class Evaluation:
+    """One evaluation's state and record."""
+
+    def __init__(self, request: JudgeRequest):
+        self.req = request
+        self.record: dict[str, Any] = {
+            "judge": "e2e", "phases": {},
+            "confinement": {"policy": request.confinement, "confined": True, "sides": {}},
+            "e2e": {"arms": {}},
+        }
+        self.scratch: Path | None = None
+        self.trees: dict[str, Path] = {}
+        self.workload: Workload | None = None
+        self.config: ModelConfig | None = None
+        self.weights: dict[str, torch.Tensor] | None = None
+        self.weights_path: Path | None = None
+        self.weights_digest: str | None = None
+        self.secret = (request.held_out_seed if request.held_out_seed is not None
+                       else secrets.randbits(31)) if request.held_out else None
+        self.allowance: dict[str, float] = {}
+        self._phase: str | None = None
+        self._phase_started = time.monotonic()
+        self._log = request.logs / "evaluation.log"
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> dict[str, Any]:
+        try:
+            self.phase("setup")
+            self.setup()
+            self.phase("compile")
+            engines = self.start_engines()
+            try:
+                self.phase("correctness")
+                self.check_correctness(engines)
+            finally:
+                for run in engines.values():
+                    run.stop()
+            self.phase("timing")
+            self.measure()
+        except JudgeFailure as exc:
+            self.record["failure"] = exc.to_failure()
+        except EngineFailure as exc:
+            self.record["failure"] = exc.to_failure()
+        except EngineSetupError as exc:
+            self.record["failure"] = exc.to_failure()
+        except Exception as exc:  # the judge's own fault: never the candidate's
+            self.record["failure"] = {
+                "kind": "infra_error", "phase": self._phase or "setup", "retryable": True,
+                "message": f"the e2e judge failed: {type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()[-4000:]}
+        finally:
+            self.phase(None)
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+        failure = self.record.get("failure")
+        if failure:
+            self.note(f"failure ({failure['kind']}, {failure.get('phase')}): "
+                      f"{failure['message']}")
+        else:
+            self.note("done")
+        return self.record
+
+    def phase(self, name: str | None) -> None:
+        now = time.monotonic()
+        if self._phase is not None:
+            phases = self.record["phases"]
+            phases[self._phase] = round(phases.get(self._phase, 0.0) + now - self._phase_started,
+                                        3)
+        self._phase, self._phase_started = name, now
+        if name is not None:
+            self.note(f"phase {name}")
+
+    def note(self, text: str) -> None:
+        log.info(text)
+        try:
+            with self._log.open("a", encoding="utf-8") as handle:
+                handle.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------------ 1. setup
+    def setup(self) -> None:
+        req = self.req
+        try:
+            workload = load_workload(req.baseline)
+            check_lock(req.baseline, workload)
+        except ConfigError as exc:
+            raise JudgeFailure("task_error", "setup", str(exc)) from None
+        self.workload = workload
+        self.record["device"] = self.describe_device()
+        self.record["e2e"].update(
+            engine=workload.engine, model=workload.model_label, workload_digest=workload.digest,
+            weights_digest=workload.weights_digest, lock=f"{LOCK_FILE} matches",
+            entrypoints=list(workload.kernels.entrypoints), editable=list(req.task.editable),
+            correctness_seed="secret" if self.secret is not None else workload.correctness.seed)
+        if workload.engine != "builtin":
+            raise JudgeFailure("infra_error", "setup", f"the {workload.engine} engine is not "
+                               "supported by this judge yet: only the builtin engine is")
+        from aka_backend_e2e.model import config_by_name
+        from aka_backend_e2e.weights import WeightsError, read_weights, same_digest
+
+        assert workload.model.config is not None
+        self.config = config_by_name(workload.model.config)
+        try:
+            path, digest = builtin_weights(workload.model.config, workload.model.seed)
+        except (ConfigError, OSError) as exc:
+            raise JudgeFailure("infra_error", "setup", f"cannot make the model's weights: {exc}"
+                               ) from None
+        if workload.weights_digest is None or not same_digest(digest, workload.weights_digest):
+            raise JudgeFailure(
+                "infra_error", "setup", f"the weights generated here ({path}) have digest "
+                f"{digest}, the workload pins {workload.weights_digest}: this host cannot "
+                "reproduce the task's model (delete the cached file to generate it again)",
+                retryable=False)
+        try:
+            self.weights, _ = read_weights(path, digest)
+        except (OSError, WeightsError) as exc:
+            raise JudgeFailure("infra_error", "setup", f"cannot read the weights: {exc}"
+                               ) from None
+        self.weights_path, self.weights_digest = path, digest
+        self.build_trees()
+
+    def describe_device(self) -> dict[str, Any]:
+        from aka_backend_e2e.backend import E2EBackend
+        from aka_core.convert import unstructure
+
+        info: dict[str, Any] = unstructure(E2EBackend().describe_device(self.req.device))
+        return info
+
+    def build_trees(self) -> None:
+        """The two arms' kernel trees, in a folder of the judge's (out of the run folder, which
+        the engines may not read): the baseline's as the task ships it; the candidate's the same
+        with the candidate's editable files, and the files it added to the tree, over it."""
+        assert self.workload is not None
+        tree = self.workload.kernels.tree
+        source = self.req.baseline / tree
+        self.scratch = Path(tempfile.mkdtemp(prefix="aka-e2e-judge-"))
+        base = self.scratch / "baseline"
+        shutil.copytree(source, base, ignore=shutil.ignore_patterns("__pycache__"))
+        cand = self.scratch / "candidate"
+        shutil.copytree(source, cand, ignore=shutil.ignore_patterns("__pycache__"))
+        for path in [base, cand, *base.rglob("*"), *cand.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | 0o200)
+        self.trees = {"baseline": base, "candidate": cand}
+        if self.req.workspace is None:  # the baseline against itself
+            return
+        workspace_tree = self.req.workspace / tree
+        editable = {rel.removeprefix(f"{tree}/") for rel in self.req.task.editable}
+        total = 0
+        for rel in sorted(editable):
+            target = cand / rel
+            src = workspace_tree / rel
+            if not src.is_file() or src.is_symlink():
+                target.unlink(missing_ok=True)  # its import then fails: the candidate's fault
+                continue
+            total += src.stat().st_size
+            shutil.copyfile(src, target)
+        added = []
+        if workspace_tree.is_dir():
+            for src in sorted(workspace_tree.rglob("*")):
+                rel = src.relative_to(workspace_tree).as_posix()
+                if ("__pycache__" in src.parts or not src.is_file() or src.is_symlink()
+                        or (source / rel).exists() or rel in editable):
+                    continue
+                total += src.stat().st_size
+                if total > MAX_TREE_BYTES:
+                    raise JudgeFailure("compile", "setup", f"the candidate's kernel tree holds "
+                                       f"more than {MAX_TREE_BYTES >> 20} MiB")
+                (cand / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, cand / rel)
+                added.append(f"{tree}/{rel}")
+        self.record["e2e"]["added_files"] = added
+
+    # ------------------------------------------------------------------ engines
+    def adapter(self) -> Any:
+        from aka_backend_e2e.adapters.builtin import BuiltinAdapter
+
+        assert self.weights_path is not None
+        protected = [*self.req.protected, str(self.req.baseline)]
+        if self.req.workspace is not None:
+            protected.append(str(self.req.workspace))
+        return BuiltinAdapter(weights=self.weights_path, weights_digest=self.weights_digest,
+                              device=self.req.device, protected=protected,
+                              confinement=self.req.confinement)
+
+    def start_engines(self) -> dict[str, Any]:
+        """One engine per arm for the correctness checks (the baseline first: a baseline that
+        does not start is the evaluator's fault whatever the candidate is)."""
+        from aka_backend_e2e.kernels_api import tree_digest
+
+        assert self.workload is not None
+        corr = self.workload.correctness
+        case = WorkloadCase(name="correctness", input_len=corr.input_len,
+                            output_len=(corr.output_len, corr.output_len),
+                            requests=corr.prompts,
+                            max_concurrency=min(corr.prompts, CORRECTNESS_SLOTS),
+                            warmup_requests=0)
+        adapter = self.adapter()
+        engines: dict[str, Any] = {}
+        try:
+            for arm in ARMS:
+                run = adapter.start(arm, self.trees[arm], self.workload, case,
+                                    self.req.logs / "e2e" / "correctness")
+                engines[arm] = run
+                self.account(arm, run.info, tree_digest(self.trees[arm]))
+        except BaseException:
+            for run in engines.values():
+                run.stop()
+            raise
+        self.record["compile"] = {"passed": True, "sides": {
+            arm: {"kernel_digest": engines[arm].info.get("kernel_digest"),
+                  "load_s": engines[arm].info.get("load_s")} for arm in ARMS}}
+        return engines
+
+    def account(self, arm: str, info: Mapping[str, Any], digest: str) -> None:
+        """Keep what an engine reported at load; it must have loaded the tree it was given."""
+        reported = info.get("kernel_digest")
+        if reported != digest:
+            raise EngineProtocolError(f"reported kernel digest {reported}, but its tree's is "
+                                      f"{digest}", arm=arm, phase="load")
+        arms = self.record["e2e"]["arms"]
+        arms[arm] = {"kernel_digest": digest, "entrypoints_called": info.get("entrypoints_called"),
+                     "log": info.get("log")}
+        confinement = info.get("confinement")
+        whole = self.record["confinement"]
+        if isinstance(confinement, dict):
+            whole["sides"][arm] = confinement
+            whole["confined"] = bool(whole["confined"]) and bool(confinement.get("confined"))
+        else:
+            whole["confined"] = False
+
+    # ------------------------------------------------------------------ 3. correctness
+    def check_correctness(self, engines: Mapping[str, Any]) -> None:
+        checks: list[dict[str, Any]] = []
+        self.record["correctness"] = {"passed": False, "checks": checks}
+        self.operator_oracle(engines, checks)
+        self.model_oracle(engines, checks)
+        self.record["correctness"]["passed"] = True
+
+    def operator_oracle(self, engines: Mapping[str, Any], checks: list[dict[str, Any]]) -> None:
+        from aka_backend_e2e import oracle
+        from aka_backend_e2e.tensors import TensorFormatError, decode_tensor, encode_value
+
+        assert self.workload is not None and self.config is not None
+        tree = self.workload.kernels.tree
+        names = [n for n, module in ENTRYPOINTS.items()
+                 if f"{tree}/{module}" in self.req.task.editable]
+        seed = self.secret if self.secret is not None else self.workload.correctness.seed
+        held = self.secret is not None
+        worst: dict[str, dict[str, float]] = {arm: {} for arm in ARMS}
+        for name in names:
+            for case in oracle.operator_cases(name, self.config, seed):
+                expected = oracle.reference_outputs(case)
+                args = [encode_value(a) for a in case.args]
+                for arm in ARMS:
+                    reply = engines[arm].check(name, args)
+                    if not reply.get("ok"):
+                        verdict = oracle.OperatorVerdict(
+                            False, f"{name}[{case.name}]: raised: "
+                                   f"{str(reply.get('error'))[:1500]}", math.inf)
+                    else:
+                        try:
+                            actual = [decode_tensor(t) for t in reply.get("outputs") or []]
+                        except TensorFormatError as exc:
+                            raise EngineProtocolError(f"sent a malformed output for {name}: "
+                                                      f"{exc}", arm=arm,
+                                                      phase="correctness") from None
+                        verdict = oracle.compare_outputs(case, expected, actual)
+                    worst[arm][name] = max(worst[arm].get(name, 0.0), verdict.worst)
+                    if arm == "candidate":
+                        checks.append({"case": f"operator:{name}[{case.name}]",
+                                       "passed": verdict.passed, "worst": verdict.worst,
+                                       "held_out": held})
+                    if not verdict.passed:
+                        self.record["e2e"]["oracle"] = {"operator": worst}
+                        if arm == "baseline":
+                            raise JudgeFailure("task_error", "correctness", "the task's own "
+                                               f"kernels fail the operator oracle: "
+                                               f"{verdict.message}")
+                        raise JudgeFailure("correctness", "correctness", verdict.message,
+                                           entrypoint=name, case=case.name)
+        self.record["e2e"]["oracle"] = {"operator": worst}
+
+    def correctness_requests(self) -> list[Request]:
+        assert self.workload is not None and self.config is not None
+        corr = self.workload.correctness
+        seed = self.secret if self.secret is not None else corr.seed
+        rng = random.Random(f"aka-e2e-correctness:{seed}")
+        return [Request(id=f"check-{i}",
+                        prompt=tuple(rng.randrange(self.config.vocab)
+                                     for _ in range(rng.randint(*corr.input_len))),
+                        max_tokens=corr.output_len)
+                for i in range(corr.prompts)]
+
+    def model_oracle(self, engines: Mapping[str, Any], checks: list[dict[str, Any]]) -> None:
+        from aka_backend_e2e.measure import check_counts
+
+        assert self.workload is not None
+        corr = self.workload.correctness
+        requests = self.correctness_requests()
+        scored: dict[str, dict[str, Any]] = {}
+        for arm in ARMS:
+            result = engines[arm].generate(requests, math.inf)
+            check_counts(result, requests, phase="correctness")
+            scored[arm] = self.score(arm, requests, result)
+        base = scored["baseline"]
+        self.allowance = {"max_regret": max(corr.max_regret, 2 * base["max_regret"]),
+                          "mean_regret": max(corr.max_mean_regret, 2 * base["mean_regret"])}
+        model = {"baseline": base, "candidate": scored["candidate"],
+                 "allowance": dict(self.allowance), "prompts": len(requests),
+                 "output_len": corr.output_len}
+        self.record["e2e"].setdefault("oracle", {})["model"] = model
+        passed, why = self.within_allowance(scored["candidate"])
+        checks.append({"case": "model", "passed": passed,
+                       "held_out": self.secret is not None,
+                       "max_regret": scored["candidate"]["max_regret"],
+                       "mean_regret": scored["candidate"]["mean_regret"]})
+        if not passed:
+            raise JudgeFailure("correctness", "correctness", "the model served with the "
+                               f"candidate's kernels generates wrong tokens: {why}")
+
+    def score(self, arm: str, requests: Sequence[Request], result: RunResult,
+              only: Sequence[str] | None = None) -> dict[str, Any]:
+        """The FP32 reference's verdict on ``result``'s sequences (``only``: those ids)."""
+        from aka_backend_e2e import oracle
+
+        assert self.config is not None and self.weights is not None
+        wanted = [r for r in requests if only is None or r.id in only]
+        triples = [(list(r.prompt), result.requests[r.id].tokens,
+                    result.requests[r.id].logprobs) for r in wanted]
+        try:
+            scores = oracle.score_sequences(self.config, self.weights, triples,
+                                            device=self.req.device)
+        except ValueError as exc:  # malformed tokens
+            raise EngineProtocolError(f"sent sequences the reference cannot score: {exc}",
+                                      arm=arm, phase=self._phase or "") from None
+        return oracle.summarize(scores)
+
+    def within_allowance(self, summary: Mapping[str, Any]) -> tuple[bool, str]:
+        a = self.allowance
+        if summary["max_regret"] > a["max_regret"]:
+            return False, (f"max regret {summary['max_regret']:.4g} nats exceeds "
+                           f"{a['max_regret']:.4g} (the workload's bound, or twice the "
+                           "baseline's own)")
+        if summary["mean_regret"] > a["mean_regret"]:
+            return False, (f"mean regret {summary['mean_regret']:.4g} nats exceeds "
+                           f"{a['mean_regret']:.4g} (the workload's bound, or twice the "
+                           "baseline's own)")
+        return True, ""
+
+    # ------------------------------------------------------------------ 4. timing
+    def measure(self) -> None:
+        req = self.req
+        if not req.measure_performance:
+            self.record["performance"] = {"measured": False, "reason_not_measured":
+                                          "performance measurement was switched off"}
+            return
+        from aka_backend_e2e import measure
+        from aka_backend_e2e.adapters.base import RunSpec
+
+        assert self.workload is not None and self.config is not None
+        bounds = self.workload.measurement
+        pairs = dict(min_pairs=bounds.min_pairs, max_pairs=bounds.max_pairs)
+        if req.quick:
+            pairs = dict(QUICK)
+        deadline = time.monotonic() + bounds.max_seconds
+        spec = RunSpec(workload=self.workload, kernels=dict(self.trees),
+                       log_dir=req.logs / "e2e" / "timing")
+        adapter = self.adapter()
+        results, audits = [], {}
+        for case in self.workload.cases:
+            audit = Audit(self, case)
+            result = measure.run_case(adapter, spec, case, aa_floor=bounds.aa_floor,
+                                      vocab_size=self.config.vocab, deadline=deadline,
+                                      on_run=audit, **pairs)
+            audits[case.name] = audit.verdict()
+            results.append(result)
+        summary = measure.summarize_cases(results, seed=0)
+        cases = [{"case": c.case, "baseline_median_ms": c.baseline_ms_per_token,
+                  "candidate_median_ms": c.candidate_ms_per_token, "speedup": c.ratio,
+                  "ci95": list(c.ci95), "pairs": len(c.pairs), "spread": c.spread,
+                  "aa_floor": c.aa_floor, "aa_ratios": list(c.aa_ratios), "stopped": c.stopped,
+                  "p99_tpot": c.tpot, "method": METHOD} for c in results]
+        timing = {"speedup": summary.speedup, "ci95": list(summary.ci95), "cases": cases,
+                  "method": [METHOD], "unit": "ms per output token (1000 / throughput)",
+                  "description": "a fresh engine per run serving the case's fixed work; "
+                                 "alternating baseline/candidate pairs; speedup = geometric mean "
+                                 "over cases of the median paired throughput ratio"}
+        self.record["e2e"]["pairs"] = {c.case: [p.to_json() for p in c.pairs] for c in results}
+        self.record["e2e"]["audits"] = audits
+        self.record["e2e"]["tpot"] = {c.case: c.tpot for c in results}
+        if req.device == "cuda":
+            self.record["performance"] = {"measured": True, **timing}
+            self.record["wall_clock_check"] = True
+        else:
+            self.record["performance"] = {
+                "measured": False, "cpu_diagnostic": timing,
+                "reason_not_measured": "performance was not measured: no GPU (the engines ran "
+                                       "on the CPU; their timing, under cpu_diagnostic, is a CPU "
+                                       "measurement and never scored)"}
+        failing = [c for c in results if c.tpot["passed"] is False]
+        if failing:
+            c = failing[0]
+            raise JudgeFailure("policy", "timing", f"case {c.case}: the candidate's p99 time per "
+                               f"output token {c.tpot['candidate_p99_ms']:.3f} ms exceeds the "
+                               f"workload's limit {c.tpot['limit_ms']} ms")
+
+
+class Audit:
+    """``measure.run_case``'s ``on_run``: scores a sample of every timed run's sequences with the
+    FP32 reference; at the end of the case the candidate's must be within the allowance, which
+    is at least twice the baseline's own on the same work."""
+
+    def __init__(self, evaluation: Evaluation, case: WorkloadCase):
+        self.ev, self.case = evaluation, case
+        assert evaluation.workload is not None
+        self.sample = evaluation.workload.correctness.audit_sequences
+        self.rng = random.Random(evaluation.secret if evaluation.secret is not None else
+                                 f"aka-e2e-audit:{case.name}")
+        self.scores: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
+
+    def __call__(self, arm: str, pair: int, requests: Sequence[Request],
+                 result: RunResult) -> None:
+        if self.sample <= 0:
+            return
+        ids = [r.id for r in requests]
+        chosen = self.rng.sample(ids, min(self.sample, len(ids)))
+        self.scores[arm].append(self.ev.score(arm, requests, result, only=chosen))
+
+    def verdict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sampled_per_run": self.sample}
+        for arm in ARMS:
+            runs = self.scores[arm]
+            out[arm] = {"runs": len(runs),
+                        "max_regret": max((s["max_regret"] for s in runs), default=0.0),
+                        "mean_regret": max((s["mean_regret"] for s in runs), default=0.0)}
+        corr = self.ev.workload.correctness if self.ev.workload else None
+        assert corr is not None
+        base = out["baseline"]
+        allowance = {"max_regret": max(self.ev.allowance.get("max_regret", corr.max_regret),
+                                       2 * base["max_regret"]),
+                     "mean_regret": max(self.ev.allowance.get("mean_regret",
+                                                              corr.max_mean_regret),
+                                        2 * base["mean_regret"])}
+        out["allowance"] = allowance
+        cand = out["candidate"]
+        for key in ("max_regret", "mean_regret"):
+            if cand[key] > allowance[key]:
+                raise JudgeFailure("correctness", "timing", f"case {self.case.name}: the "
+                                   f"candidate's timed runs generate wrong tokens: {key} "
+                                   f"{cand[key]:.4g} nats exceeds {allowance[key]:.4g}",
+                                   audit=out)
+        return out
+

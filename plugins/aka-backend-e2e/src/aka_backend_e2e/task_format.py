@@ -13,9 +13,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from aka_core.errors import ConfigError, Problem
-from aka_core.models import Case, Requirements, Task, Timeouts
-
 from aka_backend_e2e.workload import (
     LOCK_FILE,
     MODULE_OF,
@@ -24,6 +21,8 @@ from aka_backend_e2e.workload import (
     check_lock,
     load_workload,
 )
+from aka_core.errors import ConfigError, Problem
+from aka_core.models import Case, Requirements, Task, Timeouts
 
 INSTRUCTIONS_FILE = "instructions.md"
 CPU_CONFIGS = ("tiny",)

@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from aka_backend_e2e.kernels_api import ENTRYPOINTS
 from aka_core.errors import ConfigError, Problem
 
 WORKLOAD_FILE = "workload.yaml"
@@ -34,12 +35,8 @@ LOCK_FILE = "workload.lock"
 LOCK_VERSION = 1
 PACKAGE = "aka-backend-e2e"
 
-MODULE_OF: dict[str, str] = {
-    "rms_norm": "norm.py", "fused_add_rms_norm": "norm.py", "silu_and_mul": "activation.py",
-    "rotary": "rotary.py", "attention_prefill": "attention.py", "attention_decode": "attention.py",
-    "kv_write": "attention.py",
-}
-"""The kernel tree's module that defines each entrypoint (the contract of ``kernels_api``)."""
+MODULE_OF = ENTRYPOINTS
+"""The kernel tree's module that defines each entrypoint (``kernels_api``'s contract)."""
 
 
 def lock_command(task_dir: Path) -> str:
@@ -391,12 +388,13 @@ def cache_dir() -> Path:
 
 
 def builtin_weights(config: str, seed: int) -> tuple[Path, str]:
-    """The weights file of a builtin config drawn from ``seed`` (generated once, then cached)
-    and its digest ``sha256:...``."""
-    from aka_backend_e2e import weights
+    """The weights file of a builtin config drawn from ``seed`` (generated once, then cached
+    in ``cache_dir()``) and its digest ``sha256:...``."""
+    from aka_backend_e2e.model import config_by_name
+    from aka_backend_e2e.weights import ensure_weights
 
-    path, digest = weights.cached_weights(config, seed, cache_dir())
-    return Path(path), digest if digest.startswith("sha256:") else f"sha256:{digest}"
+    path, digest = ensure_weights(config_by_name(config), seed, cache_dir())
+    return Path(path), digest
 
 
 # --------------------------------------------------------------------------- command line
