@@ -1,0 +1,254 @@
+"""The builtin engine (continuous batching, KV cache, greedy + logprobs) and its confined process
+speaking the pipe protocol. CPU, tiny model; the CUDA-graph path runs the same step code."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from aka_backend_e2e import engine, kernels_api, model, oracle, tensors, weights  # noqa: E402
+
+TINY = model.config_by_name("tiny")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: threads only contend
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_weights():
+    return model.init_weights(TINY, 0)
+
+
+def _requests(lengths, max_tokens, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    return [engine.Request(id=f"r{i}", prompt=tuple(torch.randint(
+        0, TINY.vocab, (n,), generator=g).tolist()), max_tokens=m)
+        for i, (n, m) in enumerate(zip(lengths, max_tokens, strict=True))]
+
+
+def test_cached_decoding_equals_teacher_forcing(tiny_weights):
+    """FP32 reference kernels in the engine: prefill, the KV cache, slot reuse and batched
+    decode give exactly the tokens (and logprobs) of one uncached forward per sequence."""
+    requests = _requests([5, 9, 13, 1, 30, 7], [8, 3, 12, 6, 2, 9])
+    eng = engine.BuiltinEngine(TINY, tiny_weights, kernels_api.REFERENCE, slots=3, max_len=48,
+                               dtype=torch.float32)
+    out = eng.generate(requests)
+    assert [len(out[r.id][0]) for r in requests] == [r.max_tokens for r in requests]
+    scores = oracle.score_sequences(TINY, tiny_weights, [
+        (r.prompt, out[r.id][0], out[r.id][1]) for r in requests])
+    summary = oracle.summarize(scores)
+    assert summary["mismatches"] == 0 and summary["max_regret"] == 0.0
+    assert summary["max_logprob_error"] < 1e-4
+
+
+def test_tokens_do_not_depend_on_the_batching(tiny_weights):
+    requests = _requests([4, 11, 6, 9], [7, 7, 7, 7])
+    kernels = kernels_api.load_tree(kernels_api.BASELINE_TREE)
+    results = []
+    for slots in (1, 2, 4):
+        eng = engine.BuiltinEngine(TINY, tiny_weights, kernels, slots=slots, max_len=24,
+                                   dtype=torch.float32)
+        results.append({k: v[0] for k, v in eng.generate(requests).items()})
+    assert results[0] == results[1] == results[2]
+
+
+def test_step_lines_and_continuous_batching(tiny_weights):
+    eng = engine.BuiltinEngine(TINY, tiny_weights, kernels_api.load_tree(
+        kernels_api.BASELINE_TREE), slots=2, max_len=32, graph=True)
+    assert eng.graph is None  # no CUDA graph on a CPU: the same step code, eager
+    lines = []
+    eng.submit(_requests([3, 4, 5], [2, 4, 1]))
+    while eng.has_work:
+        eng.step(lines.append)
+    steps = [line["step"] for line in lines if "step" in line]
+    # Two prefills (slots full), a decode of both; r0 finishes, r2 is admitted (one token:
+    # done at its prefill), then r1 decodes alone.
+    assert [len(s) for s in steps] == [1, 1, 2, 1, 1, 1]
+    assert [line["done"] for line in lines if "done" in line] == ["r0", "r2", "r1"]
+    assert sum(len(s) for s in steps) == 2 + 4 + 1
+    assert all(isinstance(t, int) and lp <= 0 for s in steps for _, t, lp in s)
+    assert eng.decode_steps == 3 and eng.prefills == 3
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"id": "x", "prompt": [1] * 30, "max_tokens": 4}, "exceeds max_len"),
+    ({"id": "x", "prompt": [TINY.vocab], "max_tokens": 1}, "token ids"),
+    ({"id": "r0", "prompt": [1], "max_tokens": 1}, "appears twice"),
+])
+def test_bad_requests_queue_nothing(tiny_weights, bad, match):
+    eng = engine.BuiltinEngine(TINY, tiny_weights, kernels_api.REFERENCE, slots=1, max_len=32,
+                               dtype=torch.float32)
+    good = engine.Request.from_json({"id": "r0", "prompt": [1, 2], "max_tokens": 2})
+    with pytest.raises(engine.RequestError, match=match):
+        eng.submit([good, engine.Request.from_json(bad)])
+    assert not eng.has_work
+    eng.submit([good])
+    with pytest.raises(engine.RequestError, match="in use"):
+        eng.submit([good])
+
+
+@pytest.mark.parametrize("data", [None, {"id": "", "prompt": [1], "max_tokens": 1},
+                                  {"id": "a", "prompt": [], "max_tokens": 1},
+                                  {"id": "a", "prompt": [True], "max_tokens": 1},
+                                  {"id": "a", "prompt": [1], "max_tokens": 0}])
+def test_malformed_requests(data):
+    with pytest.raises(engine.RequestError):
+        engine.Request.from_json(data)
+
+
+# --------------------------------------------------------------------------- the process
+
+
+class EngineProcess:
+    def __init__(self, tmp_path: Path):
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        with open(tmp_path / "engine.err", "wb") as err:  # the child keeps its own copy
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "aka_backend_e2e.engine_main"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
+
+    def send(self, message):
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def read(self):
+        line = self.proc.stdout.readline()
+        assert line, "the engine closed its stdout"
+        return json.loads(line)
+
+    def until_idle(self):
+        lines = []
+        while True:
+            lines.append(self.read())
+            if lines[-1].get("idle") or lines[-1].get("ok") is False:
+                return lines
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def weights_file(tmp_path):
+    return weights.ensure_weights(TINY, 0, tmp_path / "weights")
+
+
+def _load(weights_file, kernels=kernels_api.BASELINE_TREE, **extra):
+    path, digest = weights_file
+    return {"op": "load", "model": "tiny", "weights": str(path), "weights_digest": digest,
+            "kernels": str(kernels), "slots": 2, "max_len": 40, "device": "cpu",
+            "graph": True, **extra}
+
+
+def test_engine_process_speaks_the_protocol(tmp_path, weights_file):
+    # Prints at import and inside a kernel must not reach the protocol channel.
+    tree = tmp_path / "kernels"
+    shutil.copytree(kernels_api.BASELINE_TREE, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    norm = tree / "norm.py"
+    norm.write_text("print('hello from the kernels')\n" + norm.read_text().replace(
+        "    variance =", "    print('a kernel talks')\n    variance ="))
+    engine_process = EngineProcess(tmp_path)
+    try:
+        engine_process.send({"op": "confine", "sandbox": {"read": [], "write": []},
+                             "confine": False})
+        assert engine_process.read()["ok"] is True
+        engine_process.send({"op": "generate", "requests": []})
+        assert "before load" in engine_process.read()["error"]
+        bad = _load(weights_file, tree)
+        bad["weights_digest"] = "sha256:" + "1" * 64
+        engine_process.send(bad)
+        assert "digest mismatch" in engine_process.read()["error"]
+        engine_process.send(_load(weights_file, tree))
+        loaded = engine_process.read()
+        assert loaded["ok"] is True, loaded
+        assert loaded["entrypoints_called"] == sorted(kernels_api.ENTRYPOINTS)
+        assert loaded["kernel_digest"] == kernels_api.tree_digest(tree)
+        assert loaded["graph"] is False and loaded["dtype"] == "bfloat16"
+
+        case = oracle.operator_cases("fused_add_rms_norm", TINY, 0)[2]
+        engine_process.send({"op": "check", "kernel": case.entrypoint,
+                             "args": [tensors.encode_value(a) for a in case.args]})
+        reply = engine_process.read()
+        outputs = [tensors.decode_tensor(t) for t in reply["outputs"]]
+        assert oracle.compare_outputs(case, oracle.reference_outputs(case), outputs).passed
+        engine_process.send({"op": "check", "kernel": "rms_norm", "args": [
+            {"dtype": "bfloat16", "shape": [2, 2], "data": "AAAA"}, {"dtype": "x"}, 1e-6]})
+        assert engine_process.read()["ok"] is False
+        engine_process.send({"op": "check", "kernel": "softmax", "args": []})
+        assert "unknown kernel" in engine_process.read()["error"]
+
+        # A second generate arrives while the first is being served: it queues.
+        engine_process.send({"op": "generate", "requests": [
+            {"id": "a", "prompt": [1, 2, 3], "max_tokens": 6},
+            {"id": "b", "prompt": [9], "max_tokens": 3}]})
+        engine_process.send({"op": "generate", "requests": [
+            {"id": "c", "prompt": [4, 5], "max_tokens": 4}]})
+        lines = engine_process.until_idle()
+        counts: dict[str, int] = {}
+        for line in lines:
+            for rid, _, _ in line.get("step", ()):
+                counts[rid] = counts.get(rid, 0) + 1
+        assert counts == {"a": 6, "b": 3, "c": 4}
+        assert sorted(line["done"] for line in lines if "done" in line) == ["a", "b", "c"]
+        assert lines[-1]["prefills"] == 3
+        engine_process.send({"op": "generate", "requests": [
+            {"id": "d", "prompt": [1] * 40, "max_tokens": 2}]})
+        assert "exceeds max_len" in engine_process.read()["error"]
+        engine_process.send({"op": "stop"})
+        assert engine_process.read() == {"ok": True}
+        assert engine_process.proc.wait(timeout=30) == 0
+        err = (tmp_path / "engine.err").read_text()
+        assert "hello from the kernels" in err and "a kernel talks" in err
+    finally:
+        engine_process.close()
+
+
+def test_engine_process_reports_a_broken_tree_and_a_missing_confine(tmp_path, weights_file):
+    tree = tmp_path / "kernels"
+    shutil.copytree(kernels_api.BASELINE_TREE, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "activation.py").write_text("import torch\n")
+    engine_process = EngineProcess(tmp_path)
+    try:
+        engine_process.send({"op": "confine", "sandbox": {"read": [], "write": []},
+                             "confine": False})
+        engine_process.read()
+        engine_process.send(_load(weights_file, tree))
+        reply = engine_process.read()
+        assert reply["build_error"] is True and reply["file"] == "activation.py"
+        assert "silu_and_mul" in reply["error"]
+    finally:
+        engine_process.close()
+    engine_process = EngineProcess(tmp_path)
+    try:
+        engine_process.send({"op": "load"})
+        assert "confine" in engine_process.read()["error"]
+        assert engine_process.proc.wait(timeout=30) == 2
+    finally:
+        engine_process.close()
+
+
+def test_engine_process_stops_when_its_stdin_closes(tmp_path):
+    engine_process = EngineProcess(tmp_path)
+    try:
+        engine_process.send({"op": "confine", "sandbox": {"read": [], "write": []},
+                             "confine": False})
+        engine_process.read()
+        started = time.monotonic()
+        engine_process.proc.stdin.close()
+        assert engine_process.proc.wait(timeout=30) == 0
+        assert time.monotonic() - started < 30
+    finally:
+        engine_process.close()
