@@ -214,6 +214,8 @@ def call_log_problems(path: Path, entrypoints: Sequence[str], ranks: int,
                       digest: str) -> list[str]:
     """What the call log at ``path`` fails to prove: every one of ``entrypoints`` called by every
     rank ``0 .. ranks-1`` from the tree whose digest is ``digest`` (empty: proven)."""
+    if not Path(path).exists():
+        return [f"no call log at {path} (no process called any entrypoint)"]
     entries, problems = read_call_log(path)
     for rank in range(ranks):
         for name in entrypoints:
