@@ -90,41 +90,45 @@ def weight_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-_MASK32 = 0xFFFFFFFF
 _CHUNK = 1 << 20
 
 
-def _mul32(x: torch.Tensor, a: int) -> torch.Tensor:
-    """``x * a mod 2**32`` for 0 <= x < 2**32 in int64 without overflow (two 16-bit halves)."""
-    high = (x * (a >> 16)).bitwise_and_(0xFFFF).bitwise_left_shift_(16)
-    return (x * (a & 0xFFFF)).add_(high).bitwise_and_(_MASK32)
+def _hash32(x: Any) -> Any:
+    """Wellons' lowbias32 integer hash, in place on a numpy uint32 array (wrapping)."""
+    import numpy as np
 
-
-def _hash32(x: torch.Tensor) -> torch.Tensor:
-    """Wellons' lowbias32 integer hash on values in [0, 2**32)."""
-    x = x.bitwise_xor(x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x.bitwise_xor_(x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    return x.bitwise_xor_(x >> 16)
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x7FEB352D)
+    x ^= x >> np.uint32(15)
+    x *= np.uint32(0x846CA68B)
+    x ^= x >> np.uint32(16)
+    return x
 
 
 def hashed_uniform(numel: int, seed: int, name: str) -> torch.Tensor:
     """``numel`` float32 values in (-1, 1), uniform, a pure function of (seed, name, index)."""
+    import numpy as np
     import torch
 
     key = hashlib.sha256(f"aka-e2e:{seed}:{name}".encode()).digest()
-    k1, k2 = int.from_bytes(key[:4], "little"), int.from_bytes(key[4:8], "little")
+    k1 = np.uint32(int.from_bytes(key[:4], "little"))
+    k2 = np.uint32(int.from_bytes(key[4:8], "little"))
     if numel >= 2**32:
         raise ValueError(f"{name}: {numel} values are more than one hash stream holds")
-    out = torch.empty(numel, dtype=torch.float32)
+    out = np.empty(numel, dtype=np.float32)
     for start in range(0, numel, _CHUNK):
         n = min(_CHUNK, numel - start)
-        h = _hash32(torch.arange(start, start + n, dtype=torch.int64).bitwise_xor_(k1))
-        h = _hash32(h.bitwise_xor_(k2))
+        h = np.arange(start, start + n, dtype=np.uint32)
+        h ^= k1
+        h = _hash32(h)
+        h ^= k2
+        h = _hash32(h)
+        h >>= np.uint32(8)
         # 24 bits -> (2m + 1) / 2**24 - 1: exact in float32, symmetric, never 0 or +-1.
-        out[start:start + n] = (h >> 8).to(torch.float32).mul_(2.0 ** -23).add_(2.0 ** -24 - 1.0)
-    return out
+        chunk = out[start:start + n]
+        np.multiply(h, np.float32(2.0 ** -23), out=chunk, casting="unsafe")
+        chunk += np.float32(2.0 ** -24 - 1.0)
+    return torch.from_numpy(out)
 
 
 def init_weights(config: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
@@ -246,8 +250,9 @@ class Decoder:
 
         return F.linear(hidden, self.embed)
 
-    def teacher_forced_logits(self, token_ids: torch.Tensor) -> torch.Tensor:
-        """Logits [T, V] of every position of one sequence, without a cache (the oracle)."""
+    def teacher_forced_logits(self, token_ids: torch.Tensor, first: int = 0) -> torch.Tensor:
+        """Logits [T - first, V] of the positions from ``first`` of one sequence, without a
+        cache (the oracle)."""
         import torch
 
         t = token_ids.shape[0]
@@ -258,4 +263,4 @@ class Decoder:
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             return prefill(q, k, v, self.scale)
 
-        return self.logits(self.hidden_states(token_ids, positions, cos_sin, attend))
+        return self.logits(self.hidden_states(token_ids, positions, cos_sin, attend)[first:])
