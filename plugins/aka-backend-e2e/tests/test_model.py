@@ -72,8 +72,8 @@ def test_weight_scales():
 
 
 def test_safetensors_round_trip_and_digest_check(tmp_path):
-    data = {"a": torch.arange(6, dtype=torch.int64).view(2, 3),
-            "b": torch.randn(4, 5).to(torch.bfloat16), "empty": torch.empty(0, 3)}
+    data = {"a": torch.arange(3, dtype=torch.int16), "b": torch.randn(4, 5).to(torch.bfloat16),
+            "c": torch.arange(6, dtype=torch.int64).view(2, 3), "empty": torch.empty(0, 3)}
     path = tmp_path / "w.safetensors"
     digest = weights.save_weights(data, path, {"k": "v"})
     loaded, got = weights.read_weights(path, digest.removeprefix("sha256:"))

@@ -29,8 +29,9 @@ and a no-op norm without bound.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -89,7 +90,7 @@ def score_sequences(config: ModelConfig, weights: Mapping[str, torch.Tensor],
 
     decoder = _reference_decoder(config, weights, device)
     scores = []
-    with torch.no_grad():
+    with torch.no_grad(), _full_fp32_matmuls():
         for index, (prompt, generated, logprobs) in enumerate(sequences):
             prompt, generated = list(prompt), list(generated)
             if not prompt or not generated:
@@ -120,6 +121,19 @@ def score_sequences(config: ModelConfig, weights: Mapping[str, torch.Tensor],
                 mean_regret=float(regret.mean()), max_logprob_error=error,
                 mismatches=mismatches))
     return scores
+
+
+@contextlib.contextmanager
+def _full_fp32_matmuls() -> Iterator[None]:
+    """FP32 matmuls in full precision (no TF32) while scoring, whatever the process set."""
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def summarize(scores: Sequence[SequenceScore]) -> dict[str, Any]:

@@ -113,7 +113,10 @@ def decode_safetensors(data: bytes | bytearray, source: str) -> dict[str, torch.
         if numel == 0:
             out[name] = torch.empty(shape, dtype=dtype)
             continue
-        out[name] = torch.frombuffer(body[begin:end], dtype=torch.uint8).view(dtype).view(shape)
+        raw = torch.frombuffer(body[begin:end], dtype=torch.uint8)
+        if (8 + n + begin) % itemsize:  # a view needs aligned data: copy this one
+            raw = raw.clone()
+        out[name] = raw.view(dtype).view(shape)
     return out
 
 
