@@ -16,6 +16,13 @@ distribution-free CI. Microsecond kernels are replayed as one CUDA graph of the 
 baseline decides: if it can be captured, both sides are replayed; a candidate that cannot be is
 timed with plain launches, at its own cost).
 
+A block the runner cannot enqueue is released, never timed: a side whose calls launch more kernels
+than the GPU's launch queue holds waits for room that only the block itself, held behind "go",
+would free. When an eager block's "arm" is not answered within ``ARM_QUEUE_SECONDS``, the judge
+writes "go" (the block runs untimed), waits for "done", and times the case again with blocks of an
+eighth as many calls (``launch_queue`` in the record); at one call per block a side that still
+cannot enqueue fails as before (the baseline: an evaluator fault).
+
 What the judge checks, since the runner is not believed:
 
 * **audits**: right after its end event, in the same stream, the judge reads the outputs of the
@@ -65,6 +72,7 @@ INTERFERENCE_LIMIT = 0.03  # above: not judged (infra_error, retry)
 INTERFERENCE_FAIL = 0.10  # above: the candidate fails
 COPY_LIMIT = 1.2
 ARM_SECONDS = 30.0
+ARM_QUEUE_SECONDS = 8.0  # an eager block not enqueued by then: released, and smaller blocks timed
 AUDITS_PER_BLOCK = 2  # the last call and one drawn from the secret
 AUDIT_SAMPLE = 1 << 16  # elements of each output an audit compares (drawn from the secret)
 AUDIT_L2_SLACK = 1.05  # the relative-L2 bound on a sample (an estimate) is this much looser
@@ -154,6 +162,14 @@ def _violation(side: str, message: str) -> JudgeFailure:
     return JudgeFailure(INFRA, f"baseline runner: {message}")
 
 
+class LaunchQueueFull(Exception):
+    """A block of ``count`` calls could not be enqueued (released untimed): time smaller ones."""
+
+    def __init__(self, side: str, count: int):
+        super().__init__(f"the {side} could not enqueue a block of {count} calls")
+        self.side, self.count = side, count
+
+
 class CaseTimer:
     def __init__(self, judge: Judge, case: Any, index: int, flush: L2Reader):
         import torch
@@ -169,6 +185,12 @@ class CaseTimer:
         self.out_bytes = sum(checking.structure_bytes(self.expected))
         self.out_aligned = sum(-(-b // ALIGN) * ALIGN for b in
                                checking.structure_bytes(self.expected)) + ALIGN
+        self.slots: dict[str, SideSlots] = {}
+        self.record: dict[str, Any] = {"case": case.name, "held_out": case.name in judge.held_out}
+        self.reset()
+
+    def reset(self) -> None:
+        """What a timing of the case accumulates (again from nothing after a released block)."""
         self.windows: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self.touch_windows: list[float] = []
         self.copy_ms: dict[str, list[float]] = {"baseline": [], "candidate": []}
@@ -178,12 +200,10 @@ class CaseTimer:
         self.drawn_call: int | None = None
         self.positions: list[Any | None] = []
         self.audits = 0
-        self.slots: dict[str, SideSlots] = {}
         self.stage: Any = None
         self.stage_views: list[dict[str, Any]] = []
         self.count = ESTIMATE_CALLS
         self.mode = {"baseline": "eager", "candidate": "eager"}
-        self.record: dict[str, Any] = {"case": case.name, "held_out": case.name in judge.held_out}
 
     # ------------------------------------------------------------------ set-up
     def allocate(self, count: int) -> None:
@@ -293,8 +313,7 @@ class CaseTimer:
                 if touch:
                     reply = runner.request("touch", ARM_SECONDS, n=n)
                 else:
-                    reply = runner.request("arm", ARM_SECONDS, n=n, count=self.count,
-                                           graph=self.mode[side] == "graph")
+                    reply = self.arm(runner, slots, side, n)
             except SideFailure as exc:
                 if exc.kind == "timeout" and side == "candidate":
                     raise JudgeFailure("timing_check", "the candidate did not enqueue its timed "
@@ -379,6 +398,32 @@ class CaseTimer:
         except (protocol.ProtocolError, TypeError) as exc:
             raise _violation("baseline", str(exc)) from None
 
+    def arm(self, runner: Any, slots: SideSlots, side: str, n: int) -> dict[str, Any]:
+        """The runner's answer to "arm" (its block enqueued behind "go"), or ``LaunchQueueFull``
+        after releasing an eager block it could not enqueue in ``ARM_QUEUE_SECONDS``."""
+        import torch
+
+        from aka_core.evaluation import cuda_ipc
+
+        graph = self.mode[side] == "graph"
+        quick = self.count > 1 and not graph
+        try:
+            return runner.request("arm", ARM_QUEUE_SECONDS if quick else ARM_SECONDS, n=n,
+                                  count=self.count, graph=graph)
+        except SideFailure as exc:
+            if not (quick and exc.kind == "timeout"):
+                raise
+        # Its calls may wait for room in the launch queue that only the block, held behind "go",
+        # would free: let the block run (untimed) and time blocks of fewer calls.
+        cuda_ipc.stream_write(self.unblock_stream.cuda_stream, slots.go, n)
+        cuda_ipc.stream_wait_at_least(self.unblock_stream.cuda_stream, slots.done, n)
+        released = torch.cuda.Event()
+        released.record(self.unblock_stream)
+        runner.answer("arm", ARM_SECONDS)
+        self._wait(released, slots.done, n, side)
+        self.unblock_stream.synchronize()
+        raise LaunchQueueFull(side, self.count)
+
     def _wait(self, end: Any, word: int, n: int, side: str) -> None:
         """Until ``end`` (an event behind a wait for the runner's ``word``) has passed; a side
         that never writes the word fails, and the judge's stream is released by writing it."""
@@ -459,10 +504,24 @@ class CaseTimer:
 
     # ------------------------------------------------------------------ the case
     def run(self) -> dict[str, Any]:
+        """The case timed: blocks as large as the policy asks, or, where a side could not enqueue
+        one, an eighth as large (again from the start)."""
+        cap = MAX_CALLS
+        while True:
+            try:
+                return self.run_blocks(cap)
+            except LaunchQueueFull as full:
+                self.release()
+                self.reset()
+                self.record.setdefault("launch_queue", []).append(
+                    {"side": full.side, "calls_per_block": full.count})
+                cap = max(1, full.count // 8)
+
+    def run_blocks(self, cap: int) -> dict[str, Any]:
         import torch
 
         judge = self.judge
-        self.allocate(ESTIMATE_CALLS)
+        self.allocate(min(ESTIMATE_CALLS, cap))
         inputs = self.fresh_inputs(-1)
         for side in ("baseline", "candidate"):  # warm up: first launches, allocator, caches
             self.block(side, inputs)
@@ -476,7 +535,8 @@ class CaseTimer:
         by_memory = int(MEMORY_FRACTION * free // max(per_call, 1))
         if by_memory < 1:
             raise JudgeFailure(INFRA, f"not enough free GPU memory to time case {self.case.name}")
-        count = int(min(MAX_CALLS, by_memory, max(2, math.ceil(self.policy.block_ms / min(est.values())))))
+        count = int(min(cap, by_memory,
+                        max(2, math.ceil(self.policy.block_ms / min(est.values())))))
         self.allocate(count)
         self.choose_mode()
         self.record.update(calls_per_block=count, estimate_ms=est)
