@@ -101,7 +101,8 @@ class BuiltinAdapter:
                  protected: Sequence[str | Path] = (), confinement: str = "required",
                  graph: bool | None = None, timeouts: Timeouts | None = None,
                  scratch_root: Path | None = None, command: Sequence[str] | None = None,
-                 extra_read: Sequence[str | Path] = (), env: Mapping[str, str] | None = None):
+                 extra_read: Sequence[str | Path] = (), env: Mapping[str, str] | None = None,
+                 dtype: str | None = None):
         if confinement not in CONFINEMENT_MODES:
             raise ValueError(f"confinement must be one of {CONFINEMENT_MODES}, got {confinement!r}")
         self.weights = Path(weights)
@@ -115,6 +116,7 @@ class BuiltinAdapter:
         self.command = list(command) if command else [sys.executable, "-I", "-m", ENGINE_MODULE]
         self.extra_read = [str(p) for p in extra_read]
         self.env = dict(env or {})
+        self.dtype = dtype
 
     def start(self, arm: str, kernels_dir: Path, workload: Any, case: Any,
               log_dir: Path) -> BuiltinRun:
@@ -144,7 +146,8 @@ class BuiltinAdapter:
                 "weights_digest": self.weights_digest, "kernels": str(kernels_dir),
                 "slots": int(case.max_concurrency),
                 "max_len": max_len_of(case),
-                "device": self.device, "graph": self.graph},
+                "device": self.device, "graph": self.graph,
+                "dtype": self.dtype or workload.precision},
                 entrypoints=tuple(workload.kernels.entrypoints))
         except BaseException:
             run.stop()
@@ -295,15 +298,17 @@ class BuiltinRun:
         self.send(command, self.timeouts.load)
         _, reply = self.receive(self.timeouts.load, "load")
         if not reply.get("ok"):
-            error = str(reply.get("error") or reply)
-            kind = reply.get("error_kind")
-            if kind == "kernels":
-                raise KernelLoadFailed(f"the kernel tree did not load: {error}", arm=self.arm,
+            error = str(reply.get("error") or reply)[:4000]
+            if reply.get("build_error"):
+                where = ":".join(str(x) for x in (reply.get("file"), reply.get("line")) if x)
+                raise KernelLoadFailed(f"the kernel tree did not load: "
+                                       f"{where + ': ' if where else ''}{error}", arm=self.arm,
                                        phase="load", log=str(self.log_path))
-            if kind in ("weights", "setup"):
-                raise EngineSetupError(f"the {self.arm} engine could not load: {error}",
-                                       arm=self.arm, phase="load")
-            raise self._failure(EngineCrashed, f"failed to load: {error}", phase="load")
+            if "traceback" in reply:  # the warm-up generate ran the tree's kernels and failed
+                raise self._failure(EngineCrashed, f"failed its warm-up: {error}", phase="load")
+            # Settings and weights are checked before the tree is imported: not the arm's doing.
+            raise EngineSetupError(f"the {self.arm} engine could not load: {error}",
+                                   arm=self.arm, phase="load")
         called = reply.get("entrypoints_called")
         if not isinstance(called, list):
             raise self._failure(EngineProtocolError, "its load reply lacks entrypoints_called")
@@ -313,6 +318,9 @@ class BuiltinRun:
                                 f"{', '.join(missing)} during its warm-up", phase="load")
         self.info.update(load_s=reply.get("load_s"), kernel_digest=reply.get("kernel_digest"),
                          entrypoints_called=called)
+        # The rest of the reply (device, dtype, graph, slots ...): diagnostics, small ones only.
+        self.info["engine"] = {k: v for k, v in reply.items()
+                               if k != "ok" and len(json.dumps(v, default=str)) <= 4096}
         return reply
 
     # ------------------------------------------------------------------ serving
@@ -332,8 +340,9 @@ class BuiltinRun:
 
     def generate(self, requests: Sequence[Request], rate: float, *, seed: int = 0) -> RunResult:
         """Send ``requests`` (at ``rate`` per second by the judge's clock: ``inf``, one command
-        with all of them) and read the engine's lines until it is idle with every request sent.
-        """
+        with all of them; else one command per request, at ``arrival_offsets``) and read the
+        engine's lines until it is idle with every request sent and done. An engine that never
+        finishes a request fails by the stall or generate deadline."""
         from aka_backend_e2e.measure import arrival_offsets
 
         self.info["phase"] = "generate"
@@ -386,7 +395,10 @@ class BuiltinRun:
                 at, message = got
                 end = at
                 stall_until = time.monotonic() + self.timeouts.stall
-                if self._take(message, at, results) and next_batch >= len(batches):
+                # Idle with every request sent and done: the run is over. (An idle read while
+                # requests are pending answered an earlier command: the engine goes on.)
+                if self._take(message, at, results) and next_batch >= len(batches) and all(
+                        r.completed is not None for r in results.values()):
                     break
             send_due()
         return RunResult(arm=self.arm, requests=results, start=start, end=end,
@@ -432,8 +444,10 @@ class BuiltinRun:
             self.info["steps"] = message.get("steps")
             return True
         if message.get("ok") is False:
-            raise self._failure(EngineCrashed, f"failed while generating: "
-                                f"{str(message.get('error'))[:2000]}")
+            error = str(message.get("error"))[:2000]
+            if message.get("fatal"):
+                raise self._failure(EngineCrashed, f"failed while generating: {error}")
+            raise self._failure(EngineProtocolError, f"refused a generate command: {error}")
         raise self._failure(EngineProtocolError, f"sent an unexpected line {str(message)[:200]}")
 
     # ------------------------------------------------------------------ stopping

@@ -1,0 +1,228 @@
+"""The builtin adapter: the real confined engine process on the tiny model (CPU), and every fault
+against a fake engine (``fake_engine.py``) that speaks the same pipe protocol."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+from aka_backend_e2e import measure
+from aka_backend_e2e.adapters import builtin
+from aka_backend_e2e.adapters.base import (
+    CountCheckFailed,
+    EngineCrashed,
+    EngineFailure,
+    EngineProtocolError,
+    EngineSetupError,
+    EngineTimeout,
+    KernelLoadFailed,
+)
+from aka_backend_e2e.adapters.builtin import BuiltinAdapter, Timeouts
+from aka_backend_e2e.workload import KernelsSpec, ModelSpec, Workload, WorkloadCase
+
+FAKE = Path(__file__).resolve().parent / "fake_engine.py"
+QUICK = Timeouts(confine=30.0, load=120.0, stall=1.5, generate=30.0, check=10.0, stop=1.0)
+DECLARED = ("rms_norm", "fused_add_rms_norm")
+
+
+def workload(config: str = "tiny") -> Workload:
+    case = WorkloadCase(name="c", input_len=(3, 8), output_len=(3, 6), requests=5,
+                        max_concurrency=2, warmup_requests=2)
+    return Workload(engine="builtin", model=ModelSpec(config=config, seed=0),
+                    kernels=KernelsSpec(entrypoints=DECLARED), cases=(case,))
+
+
+@pytest.fixture
+def tree(tmp_path):
+    from aka_backend_e2e.kernels_api import BASELINE_TREE
+
+    out = tmp_path / "cand" / "kernels"
+    shutil.copytree(BASELINE_TREE, out, ignore=shutil.ignore_patterns("__pycache__"))
+    return out
+
+
+def fake_adapter(tmp_path: Path, mode: str = "ok", **options) -> BuiltinAdapter:
+    env = {"FAKE_ENGINE_MODE": mode, **options.pop("env", {})}
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"fake")
+    return BuiltinAdapter(weights=weights, weights_digest="sha256:fake", device="cpu",
+                          timeouts=QUICK, command=[sys.executable, "-I", str(FAKE)],
+                          extra_read=[str(FAKE)], env=env, scratch_root=tmp_path / "scratch",
+                          **options)
+
+
+def serve(adapter: BuiltinAdapter, tree: Path, tmp_path: Path, arm: str = "candidate",
+          rate: float = math.inf, count: int = 5):
+    wl = workload()
+    reqs = measure.case_requests(attrs.evolve(wl.cases[0], requests=count), 512)
+    run = adapter.start(arm, tree, wl, wl.cases[0], tmp_path / "logs")
+    try:
+        return run.generate(reqs, rate), reqs, run
+    finally:
+        run.stop()
+
+
+# --------------------------------------------------------------------------- the real engine
+
+
+def test_the_real_engine_serves_confined(tmp_path, tree):
+    pytest.importorskip("torch")
+    from aka_backend_e2e import model, weights
+
+    path, digest = weights.ensure_weights(model.config_by_name("tiny"), 0, tmp_path / "weights")
+    adapter = BuiltinAdapter(weights=path, weights_digest=digest, device="cpu", timeouts=QUICK,
+                             env={"OMP_NUM_THREADS": "1"}, scratch_root=tmp_path / "scratch")
+    wl = workload()
+    reqs = measure.case_requests(wl.cases[0], 512)
+    run = adapter.start("candidate", tree, wl, wl.cases[0], tmp_path / "logs")
+    try:
+        first = run.generate(reqs, math.inf)
+        again = run.generate(reqs, 50.0)  # over time: 5 requests at 50 per second
+    finally:
+        run.stop()
+    for result in (first, again):
+        measure.check_counts(result, reqs)
+        assert measure.throughput(result) > 0
+    assert {r: first.requests[r].tokens for r in first.requests} == {
+        r: again.requests[r].tokens for r in again.requests}  # greedy: the same tokens
+    sent = sorted(r.sent for r in again.requests.values())
+    assert sent[-1] - sent[0] >= 0.9 * measure.arrival_offsets(5, 50.0, 0)[-1]
+    assert run.info["confinement"]["confined"] is True
+    assert set(DECLARED) <= set(run.info["entrypoints_called"])
+    from aka_backend_e2e.kernels_api import tree_digest
+
+    assert run.info["kernel_digest"] == tree_digest(tree)
+    assert run.proc.poll() is not None
+    assert not run.scratch.exists()
+
+
+# --------------------------------------------------------------------------- the fake engine
+
+
+def test_protocol_timestamps_and_the_sandbox(tmp_path, tree):
+    secret = tree / "secret.txt"
+    secret.write_text("the held-out answer")
+    adapter = fake_adapter(tmp_path, protected=[str(secret)],
+                           env={"FAKE_ENGINE_PROBE": str(secret)})
+    result, reqs, run = serve(adapter, tree, tmp_path)
+    measure.check_counts(result, reqs)
+    engine = run.info["engine"]
+    assert engine["probe"] == {"kernels": "allowed", "protected": "denied"}
+    assert engine["load"]["slots"] == 2 and engine["load"]["max_len"] == 8 + 6
+    assert engine["load"]["kernels"] == str(tree.resolve())
+    assert run.info["confinement"]["confined"] is True
+    for r in result.requests.values():
+        assert r.sent <= r.token_times[0] <= r.token_times[-1] <= r.completed <= result.end
+
+
+def test_requests_over_time_and_check(tmp_path, tree):
+    adapter = fake_adapter(tmp_path)
+    wl = workload()
+    reqs = measure.case_requests(attrs.evolve(wl.cases[0], requests=4), 512)
+    run = adapter.start("candidate", tree, wl, wl.cases[0], tmp_path / "logs")
+    try:
+        result = run.generate(reqs, 20.0)
+        assert run.check("rms_norm", [1, 2])["kernel"] == "rms_norm"
+    finally:
+        run.stop()
+    measure.check_counts(result, reqs)
+    offsets = measure.arrival_offsets(4, 20.0, 0)
+    sent = [result.requests[r.id].sent - result.start for r in reqs]
+    assert sent == pytest.approx(offsets, abs=0.05)
+    assert all(s >= o - 1e-3 for s, o in zip(sent, offsets, strict=True))
+
+
+FAULTS = [
+    ("crash", EngineCrashed, "crashed", "exit status 9"),
+    ("hang", EngineTimeout, "timeout", "sent nothing for"),
+    ("garbage", EngineProtocolError, "protocol", "not JSON"),
+    ("extra", EngineProtocolError, "protocol", "more than max_tokens"),
+    ("stranger", EngineProtocolError, "protocol", "'nobody', which was not sent"),
+    ("fatal", EngineCrashed, "crashed", "kernel exploded"),
+    ("uncalled", EngineProtocolError, "protocol", "never called the kernel tree's rms_norm"),
+    ("build_error", KernelLoadFailed, "compile", "norm.py:3: import failed"),
+    ("warmup_crash", EngineCrashed, "crashed", "failed its warm-up"),
+]
+
+
+@pytest.mark.parametrize(("mode", "error", "kind", "fragment"), FAULTS,
+                         ids=[f[0] for f in FAULTS])
+def test_faults_are_the_arms(tmp_path, tree, mode, error, kind, fragment):
+    with pytest.raises(error) as caught:
+        serve(fake_adapter(tmp_path, mode), tree, tmp_path)
+    assert fragment in caught.value.message
+    assert caught.value.failure_kind == kind
+    assert caught.value.to_failure()["arm"] == "candidate"
+
+
+def test_the_baselines_faults_are_the_evaluators(tmp_path, tree):
+    with pytest.raises(EngineCrashed) as caught:
+        serve(fake_adapter(tmp_path, "crash"), tree, tmp_path, arm="baseline")
+    assert caught.value.failure_kind == "infra_error"
+    with pytest.raises(KernelLoadFailed) as broken:
+        serve(fake_adapter(tmp_path, "build_error"), tree, tmp_path, arm="baseline")
+    assert broken.value.failure_kind == "task_error"
+
+
+@pytest.mark.parametrize("mode", ["no_confine", "bad_weights"])
+def test_setup_faults_are_never_the_candidates(tmp_path, tree, mode):
+    with pytest.raises(EngineSetupError) as caught:
+        serve(fake_adapter(tmp_path, mode), tree, tmp_path)
+    assert caught.value.to_failure()["kind"] == "infra_error"
+    assert not isinstance(caught.value, EngineFailure)
+
+
+def test_an_engine_that_cannot_start_is_a_setup_error(tmp_path, tree):
+    adapter = fake_adapter(tmp_path)
+    adapter.command = [sys.executable, "-I", "-c", "import sys; sys.exit(5)"]
+    with pytest.raises(EngineSetupError, match="did not start"):
+        serve(adapter, tree, tmp_path)
+
+
+def test_short_outputs_fail_the_count_check(tmp_path, tree):
+    result, reqs, _ = serve(fake_adapter(tmp_path, "short"), tree, tmp_path)
+    with pytest.raises(CountCheckFailed, match="tokens received"):
+        measure.check_counts(result, reqs)
+
+
+def test_an_oversized_line(tmp_path, tree, monkeypatch):
+    monkeypatch.setattr(builtin, "MAX_LINE_BYTES", 1000)
+    with pytest.raises(EngineProtocolError, match="a line of more than 1000 bytes"):
+        serve(fake_adapter(tmp_path, "huge"), tree, tmp_path)
+
+
+def test_stop_kills_the_whole_process_group(tmp_path, tree):
+    adapter = fake_adapter(tmp_path, "child")
+    wl = workload()
+    run = adapter.start("candidate", tree, wl, wl.cases[0], tmp_path / "logs")
+    pgid = run.proc.pid
+    deadline = time.monotonic() + 10
+    while len(group_members(pgid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(group_members(pgid)) >= 2  # the engine and its grandchild
+    run.stop()
+    deadline = time.monotonic() + 10
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert group_members(pgid) == []
+    run.stop()  # idempotent
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry))
+    return members
