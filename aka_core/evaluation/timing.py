@@ -16,12 +16,12 @@ distribution-free CI. Microsecond kernels are replayed as one CUDA graph of the 
 baseline decides: if it can be captured, both sides are replayed; a candidate that cannot be is
 timed with plain launches, at its own cost).
 
-A block the runner cannot enqueue is released, never timed: a side whose calls launch more kernels
-than the GPU's launch queue holds waits for room that only the block itself, held behind "go",
-would free. When an eager block's "arm" is not answered within ``ARM_QUEUE_SECONDS``, the judge
-writes "go" (the block runs untimed), waits for "done", and times the case again with blocks of an
-eighth as many calls (``launch_queue`` in the record); at one call per block a side that still
-cannot enqueue fails as before (the baseline: an evaluator fault).
+A block the baseline cannot enqueue is released, never timed: calls that launch more kernels than
+the GPU's launch queue holds wait for room that only the block itself, held behind "go", would
+free. When the baseline does not answer an eager block's "arm" within ``ARM_QUEUE_SECONDS``, the
+judge writes "go" (the block runs untimed), waits for "done", and times the case again with blocks
+of an eighth as many calls (``launch_queue`` in the record); at one call per block it is an
+evaluator fault, as before. A candidate that cannot enqueue a block fails (``timing_check``).
 
 What the judge checks, since the runner is not believed:
 
@@ -406,7 +406,10 @@ class CaseTimer:
         from aka_core.evaluation import cuda_ipc
 
         graph = self.mode[side] == "graph"
-        quick = self.count > 1 and not graph
+        # Only the baseline's blocks are made smaller: a candidate that will not enqueue what the
+        # baseline can must not choose the size of the blocks (fewer calls per block weigh the
+        # error of the hand-off cost ``o`` more), and fails as before.
+        quick = side == "baseline" and self.count > 1 and not graph
         try:
             return runner.request("arm", ARM_QUEUE_SECONDS if quick else ARM_SECONDS, n=n,
                                   count=self.count, graph=graph)
