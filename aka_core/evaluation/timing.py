@@ -319,7 +319,10 @@ class CaseTimer:
                     raise JudgeFailure("timing_check", "the candidate did not enqueue its timed "
                                        f"calls within {ARM_SECONDS:.0f} s: a timed call must not "
                                        "wait for the GPU (no .item(), .cpu(), .tolist(), "
-                                       "synchronize())") from None
+                                       "synchronize()), and a block of "
+                                       f"{self.count} calls must fit the GPU's launch queue "
+                                       "(about a thousand launches: keep a call's launches "
+                                       "few)") from None
                 raise judge.side_failure(side, exc, "timing") from None
             clock("arm")
             outputs = slots.outputs
