@@ -321,7 +321,7 @@ class CaseTimer:
                                        "wait for the GPU (no .item(), .cpu(), .tolist(), "
                                        "synchronize()), and a block of "
                                        f"{self.count} calls must fit the GPU's launch queue "
-                                       "(about a thousand launches: keep a call's launches "
+                                       "(the driver's: keep a call's launches "
                                        "few)") from None
                 raise judge.side_failure(side, exc, "timing") from None
             clock("arm")
