@@ -285,8 +285,11 @@ class Evaluation:
                               confinement=self.req.confinement)
 
     def start_engines(self) -> dict[str, Any]:
-        """One engine per arm for the correctness checks (the baseline first: a baseline that
-        does not start is the evaluator's fault whatever the candidate is)."""
+        """One engine per arm for the correctness checks, started at once. A baseline that does
+        not start is the evaluator's fault whatever the candidate did, so its failure is the one
+        reported when both fail."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from aka_backend_e2e.kernels_api import tree_digest
 
         assert self.workload is not None
@@ -297,21 +300,30 @@ class Evaluation:
                             max_concurrency=min(corr.prompts, CORRECTNESS_SLOTS),
                             warmup_requests=0)
         adapter = self.adapter()
-        engines: dict[str, Any] = {}
+        logs = self.req.logs / "e2e" / "correctness"
+        with ThreadPoolExecutor(max_workers=len(ARMS), thread_name_prefix="aka-e2e-start") as pool:
+            futures = {arm: pool.submit(adapter.start, arm, self.trees[arm], self.workload, case,
+                                        logs) for arm in ARMS}
+            started: dict[str, Any] = {}
+            failed: dict[str, BaseException] = {}
+            for arm, future in futures.items():
+                try:
+                    started[arm] = future.result()
+                except BaseException as exc:  # re-raised below, after cleanup
+                    failed[arm] = exc
         try:
+            if failed:
+                raise failed.get("baseline") or failed["candidate"]
             for arm in ARMS:
-                run = adapter.start(arm, self.trees[arm], self.workload, case,
-                                    self.req.logs / "e2e" / "correctness")
-                engines[arm] = run
-                self.account(arm, run.info, tree_digest(self.trees[arm]))
+                self.account(arm, started[arm].info, tree_digest(self.trees[arm]))
         except BaseException:
-            for run in engines.values():
+            for run in started.values():
                 run.stop()
             raise
         self.record["compile"] = {"passed": True, "sides": {
-            arm: {"kernel_digest": engines[arm].info.get("kernel_digest"),
-                  "load_s": engines[arm].info.get("load_s")} for arm in ARMS}}
-        return engines
+            arm: {"kernel_digest": started[arm].info.get("kernel_digest"),
+                  "load_s": started[arm].info.get("load_s")} for arm in ARMS}}
+        return started
 
     def account(self, arm: str, info: Mapping[str, Any], digest: str) -> None:
         """Keep what an engine reported at load; it must have loaded the tree it was given."""

@@ -1,0 +1,206 @@
+"""The e2e judge end to end on the CPU: the tiny variant of tasks/e2e/qwen3_norms, confined
+engine processes, the operator and model oracles, CPU timing (a diagnostic, never paid), and the
+lifecycle through the core (``api.evaluate_candidate``, ``api.run``, ``aka run``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from aka_backend_e2e import workload as wl
+from aka_backend_e2e.judge import E2EJudge
+from aka_backend_e2e.variants import write_tiny_variant
+
+from aka_core import api
+from aka_core.host import PluginHost
+from aka_core.operator_tasks import load_task
+from aka_core.records import JudgeRequest
+from aka_core.workspace import preserve_baseline
+from aka_core.yamlio import dump_yaml, load_plain_yaml
+
+REPO = Path(__file__).resolve().parents[3]
+SOURCE = REPO / "tasks" / "e2e" / "qwen3_norms"
+CONFINEMENT = "best_effort"  # confined where the host can; the record says what was applied
+# A correct norm written differently from the baseline's (what a stored solution looks like).
+OTHER_NORM = '''\
+import torch
+
+
+def rms_norm(x, weight, eps):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+
+
+def fused_add_rms_norm(x, residual, weight, eps):
+    residual_out = x + residual
+    return rms_norm(residual_out, weight, eps), residual_out
+'''
+
+pytestmark = pytest.mark.skipif(not SOURCE.is_dir(), reason="needs the repository's tasks")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AKA_E2E_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield mp
+
+
+@pytest.fixture(scope="module")
+def tasks(env, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("e2e") / "tasks"
+    write_tiny_variant(SOURCE, root / "e2e" / "norms_tiny")
+    return root
+
+
+@pytest.fixture(scope="module")
+def task_dir(tasks: Path) -> Path:
+    return tasks / "e2e" / "norms_tiny"
+
+
+def candidate(tmp_path: Path, norm: str) -> Path:
+    (tmp_path / "cand" / "kernels").mkdir(parents=True)
+    (tmp_path / "cand" / "kernels" / "norm.py").write_text(norm)
+    return tmp_path / "cand"
+
+
+def evaluate(task_dir: Path, cand: Path, **kwargs):
+    return api.evaluate_candidate(task_dir, cand, device="cpu", confinement=CONFINEMENT, **kwargs)
+
+
+def test_the_baseline_as_candidate_is_accepted_and_timed_on_the_cpu(task_dir: Path) -> None:
+    result = evaluate(task_dir, task_dir)
+    ev = result.evaluation
+    assert result.status == "completed", (result.error, ev.get("failure"))
+    assert (result.pass_compilation, result.pass_correctness) == (True, True)
+    assert result.candidate_accepted, result.acceptance
+    assert result.score == 0.0 and result.speedup_ratio is None, "a CPU result is never paid"
+    perf = ev["performance"]
+    assert perf["measured"] is False and "no GPU" in perf["reason_not_measured"]
+    timing = perf["cpu_diagnostic"]
+    assert 0.2 < timing["speedup"] < 5.0, timing
+    (case,) = timing["cases"]
+    assert case["baseline_median_ms"] > 0 and case["candidate_median_ms"] > 0
+    assert ev["device"]["kind"] == "cpu"
+    e2e = ev["e2e"]
+    assert e2e["arms"]["baseline"]["kernel_digest"] == e2e["arms"]["candidate"]["kernel_digest"]
+    assert set(e2e["arms"]["candidate"]["entrypoints_called"]) >= {"rms_norm",
+                                                                   "fused_add_rms_norm"}
+    (pair,) = e2e["pairs"]["tiny_c2"]
+    assert pair["order"] == ["baseline", "candidate"] and pair["baseline"]["tokens"] == 24
+    model = e2e["oracle"]["model"]
+    assert model["candidate"]["max_regret"] <= model["allowance"]["max_regret"]
+    assert e2e["audits"]["tiny_c2"]["candidate"]["runs"] == 1
+    checks = ev["correctness"]["checks"]
+    assert any(c["case"].startswith("operator:rms_norm") for c in checks)
+    assert all(c["passed"] and c["held_out"] for c in checks), "secret seeds by default"
+    assert ev["confinement"]["policy"] == CONFINEMENT and set(ev["confinement"]["sides"]) == {
+        "baseline", "candidate"}
+
+
+def test_a_mutant_is_rejected_by_correctness(task_dir: Path, tmp_path: Path) -> None:
+    wrong_eps = OTHER_NORM.replace("+ eps)", "+ 1e-2)")
+    result = evaluate(task_dir, candidate(tmp_path, wrong_eps))
+    failure = result.evaluation["failure"]
+    assert result.status == "completed" and not result.candidate_accepted
+    assert (result.pass_compilation, result.pass_correctness) == (True, False)
+    assert failure["kind"] == "correctness" and failure["entrypoint"] == "rms_norm", failure
+    assert "performance" not in result.evaluation, "nothing timed after a wrong answer"
+
+
+def test_a_candidate_that_crashes_at_import_fails_to_build(task_dir: Path,
+                                                          tmp_path: Path) -> None:
+    result = evaluate(task_dir, candidate(tmp_path, "raise RuntimeError('boom at import')\n"))
+    failure = result.evaluation["failure"]
+    assert result.status == "completed" and not result.candidate_accepted
+    assert result.pass_compilation is False and failure["kind"] == "compile"
+    assert "boom at import" in failure["message"] and failure["arm"] == "candidate"
+
+
+def test_a_broken_baseline_is_the_tasks_fault(task_dir: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "tasks" / "e2e" / "broken"
+    shutil.copytree(task_dir, broken)
+    # Defines the entrypoints (the format's static check passes) but fails when imported.
+    (broken / "kernels" / "norm.py").write_text("raise RuntimeError('baseline broken')\n"
+                                                + OTHER_NORM)
+    result = evaluate(broken, candidate(tmp_path, OTHER_NORM))
+    assert result.status == "error" and "baseline broken" in (result.error or "")
+    assert result.pass_compilation is None and result.pass_correctness is None
+    assert result.evaluation["failure"]["kind"] == "task_error"
+
+
+def test_weights_this_host_cannot_reproduce_are_an_infra_error(task_dir: Path,
+                                                              tmp_path: Path) -> None:
+    other = tmp_path / "tasks" / "e2e" / "other_weights"
+    shutil.copytree(task_dir, other)
+    text = (other / "workload.yaml").read_text()
+    pinned = wl.load_workload(other).weights_digest
+    assert pinned
+    (other / "workload.yaml").write_text(text.replace(pinned, "sha256:" + "0" * 64))
+    workload = wl.load_workload(other)
+    (other / wl.LOCK_FILE).write_text(json.dumps(
+        wl.expected_lock(other, workload, wl.pinned_weights(workload))))
+    result = evaluate(other, candidate(tmp_path, OTHER_NORM))
+    assert result.status == "infra_error", result.error
+    assert "cannot reproduce" in (result.error or "")
+
+
+def test_a_preserved_copy_that_differs_from_its_lock_is_a_task_error(task_dir: Path,
+                                                                    tmp_path: Path) -> None:
+    task = load_task(task_dir, "e2e/norms_tiny", PluginHost())
+    baseline = tmp_path / "baseline"
+    preserve_baseline(task, baseline)
+    rotary = baseline / "kernels" / "rotary.py"
+    rotary.chmod(0o644)
+    rotary.write_text(rotary.read_text() + "\n# changed\n")
+    (tmp_path / "logs").mkdir()
+    record = E2EJudge().evaluate(JudgeRequest(task=task, workspace=None, baseline=baseline,
+                                              logs=tmp_path / "logs", device="cpu"))
+    failure = record["failure"]
+    assert failure["kind"] == "task_error" and "kernels/rotary.py changed" in failure["message"]
+    assert "python -m aka_backend_e2e.workload lock" in failure["message"]
+
+
+def run_config(tmp_path: Path, tasks: Path, agent: dict) -> Path:
+    config = tmp_path / "run.yaml"
+    config.write_text(dump_yaml({
+        "agent": agent, "tasks": ["e2e/norms_tiny"], "target_gpu_model": "cpu",
+        "tasks_directory": str(tasks),
+        "evaluation": {"device": "cpu", "measure_performance": False,
+                       "confinement": CONFINEMENT}}))
+    return config
+
+
+def test_aka_run_replays_a_stored_solution_on_the_cpu(tasks: Path, tmp_path: Path) -> None:
+    stored = tmp_path / "solutions" / "e2e" / "norms_tiny" / "kernels"
+    stored.mkdir(parents=True)
+    (stored / "norm.py").write_text(OTHER_NORM)
+    config = run_config(tmp_path, tasks, {"template": "replay", "timeout_seconds": 300,
+                                          "options": {"source": str(tmp_path / "solutions")}})
+    done = subprocess.run([sys.executable, "-m", "aka_core.cli", "run", str(config),
+                           "--output-root", str(tmp_path / "out")], capture_output=True,
+                          text=True, env={**os.environ}, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = (tmp_path / "out").rglob("e2e/norms_tiny/task_result.yaml")
+    result = load_plain_yaml(path)
+    assert result["status"] == "completed" and result["candidate_accepted"], result.get("error")
+    assert result["integrity"]["changed_files"] == ["kernels/norm.py"]
+    assert result["backend"] == "e2e"
+
+
+def test_api_run_with_the_noop_agent_judges_the_baseline(tasks: Path, tmp_path: Path) -> None:
+    config = run_config(tmp_path, tasks, {"template": "noop", "timeout_seconds": 60})
+    outcome = api.run(config, output_root=tmp_path / "out")
+    (result,) = outcome.results
+    assert result.status == "completed" and result.candidate_accepted, result.error
+    prompt = (outcome.run_dir / "e2e" / "norms_tiny" / "logs").glob("*")
+    assert result.evaluation["correctness"]["passed"] is True
+    assert list(prompt) is not None
