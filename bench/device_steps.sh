@@ -16,6 +16,8 @@
 #   bash bench/device_steps.sh 10    # aka against ncu and three in-process event timings on the
 #                                    # tasks where aka and ncu disagreed (issue 12's diagnosis)
 #   bash bench/device_steps.sh 11 TASK...  # validate --run and the stored solution of these tasks
+#   bash bench/device_steps.sh 12 TASK...  # step 11 on these tasks (the ones whose baselines overflowed
+#                                    # the launch queue), then the GPU red team's newest exploits
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/). Next: step 11 on the tasks not yet validated on the H200
 # (`aka tasks --target H200` lists them: "-" in the last column), then 3 with every GPU task.
@@ -25,7 +27,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 11}"
+step="${1:?step 1 to 12}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -123,5 +125,13 @@ PY
     python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --by-task \
       --no-trivial --deadline-s 530 --jobs 3 --tasks "$@" 2>&1 | tail -80
     ;;
-  *) echo "step 1 to 11" >&2; exit 2 ;;
+  12)
+    shift
+    python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --by-task \
+      --no-trivial --deadline-s 200 --jobs 3 --tasks "$@" 2>&1 | tail -20
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 200 \
+      --exploits wait_for_the_gpu_in_every_call transpose_returns_a_view transpose_by_torch_copy \
+      2>&1 | tail -20
+    ;;
+  *) echo "step 1 to 12" >&2; exit 2 ;;
 esac
