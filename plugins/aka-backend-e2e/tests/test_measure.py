@@ -303,7 +303,7 @@ class FakeRun:
     def __init__(self, adapter: FakeAdapter, arm: str, speed: float):
         self.arm, self.adapter, self.speed = arm, adapter, speed
 
-    def generate(self, requests, rate):
+    def generate(self, requests, rate, *, seed=0):
         t0 = self.adapter.clock
         out = {}
         for req in requests:

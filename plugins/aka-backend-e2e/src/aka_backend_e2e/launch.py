@@ -164,15 +164,16 @@ def current_rank() -> int:
 
 
 def logged(name: str, fn: Callable[..., Any], digest: str, log_path: str) -> Callable[..., Any]:
-    """``fn``, appending its proof line to ``log_path`` on the first call in this process."""
+    """``fn``, appending its proof line to ``log_path`` on the first call in this process (a
+    forked child, which inherits the wrapper, logs its own first call)."""
     lock = threading.Lock()
-    first = [True]
+    logged_by: list[int | None] = [None]
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if first[0]:
+        if logged_by[0] != os.getpid():
             with lock:
-                if first[0]:
-                    first[0] = False
+                if logged_by[0] != os.getpid():
+                    logged_by[0] = os.getpid()
                     line = json.dumps({"entrypoint": name, "digest": digest, "pid": os.getpid(),
                                        "rank": current_rank()}) + "\n"
                     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -429,7 +429,7 @@ def timed_run(adapter: EngineAdapter, spec: RunSpec, case: Any, arm: str, pair: 
     try:
         if warmup:
             check_counts(run.generate(warmup, math.inf), warmup, phase="warmup")
-        result = run.generate(requests, case.request_rate)
+        result = run.generate(requests, case.request_rate, seed=case.seed)
     finally:
         run.stop()
     check_counts(result, requests)

@@ -97,10 +97,14 @@ class EngineRun(Protocol):
     """A started engine, serving one arm's kernel tree."""
 
     arm: str
+    info: dict[str, Any]
+    """What the engine reported at start (confinement, kernel digest, entrypoints called, its
+    log's path): diagnostics for the record."""
 
-    def generate(self, requests: Sequence[Request], rate: float) -> RunResult:
-        """Send ``requests`` at ``rate`` per second by the judge's clock (``inf``: all at once),
-        wait (bounded) until every one completed, and return what was read."""
+    def generate(self, requests: Sequence[Request], rate: float, *, seed: int = 0) -> RunResult:
+        """Send ``requests`` at ``rate`` per second by the judge's clock (``inf``: all at once;
+        else Poisson arrivals drawn from ``seed``), wait (bounded) until every one completed,
+        and return what was read."""
 
     def stop(self) -> None:
         """Stop the engine and every process it started (idempotent)."""

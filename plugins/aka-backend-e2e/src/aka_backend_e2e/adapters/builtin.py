@@ -93,7 +93,10 @@ class BuiltinAdapter:
     """Starts confined builtin engines. ``weights``: the safetensors file of the workload's model
     (``weights_digest`` is checked by the engine at load); ``protected``: paths the engine must
     not read (the tasks folder, the run folder, the other arm's tree); ``confinement``:
-    ``required`` (fail when the host cannot confine), ``best_effort`` or ``off``."""
+    ``required`` (fail when the host cannot confine), ``best_effort`` or ``off``; ``graph``:
+    capture the decode step in a CUDA graph (default: on CUDA); ``dtype``: the engine's
+    precision (default: the workload's). ``command``, ``extra_read`` and ``env`` replace the
+    engine's command line, add readable paths and variables (tests: a fake engine)."""
 
     name = "builtin"
 
@@ -466,13 +469,15 @@ class BuiltinRun:
             except subprocess.TimeoutExpired:
                 pass
         kill_group(self.proc)
+        # The reader sees end of file once the group is gone; join it before closing the pipe,
+        # so that it never reads a descriptor number reused by someone else.
+        self._reader.join(timeout=5)
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 try:
                     stream.close()
                 except OSError:
                     pass
-        self._reader.join(timeout=5)
         self._log.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
