@@ -8,7 +8,8 @@ while the process has one thread and before PyTorch or the kernel tree is import
     -> {"op":"confine","sandbox":{...SandboxSpec...},"confine":true}
     <- {"ok":true,"confinement":{...}}
     -> {"op":"load","model":"tiny","weights":"/w.safetensors","weights_digest":"sha256:..",
-        "kernels":"/task/kernels","slots":8,"max_len":256,"device":"cuda","graph":true}
+        "kernels":"/task/kernels","slots":8,"max_len":256,"device":"cuda","graph":true,
+        "dtype":"bfloat16"}       (optional: dtype bfloat16|float32; cpu_threads, default 1)
     <- {"ok":true,"load_s":..,"kernel_digest":"sha256:..","entrypoints_called":[..],...}
     -> {"op":"check","kernel":"rms_norm","args":[<tensor>|number, ...],"kwargs":{}}
     <- {"ok":true,"outputs":[<tensor>, ...]}
@@ -184,6 +185,8 @@ class EngineServer:
             device = torch.device(settings["device"])
             if device.type == "cuda":
                 torch.cuda.init()
+            else:  # a tiny model's small tensors: more threads only contend
+                torch.set_num_threads(settings["cpu_threads"])
             tensors, digest = weights.read_weights(Path(settings["weights"]),
                                                    settings["weights_digest"])
             model.check_weights(config, tensors, settings["weights"])
@@ -299,6 +302,7 @@ def _load_settings(command: dict[str, Any]) -> dict[str, Any]:
     return {"model": text("model"), "weights": text("weights"),
             "weights_digest": text("weights_digest"), "kernels": text("kernels"),
             "slots": count("slots", 1), "max_len": count("max_len", 2),
+            "cpu_threads": count("cpu_threads", 1) if "cpu_threads" in command else 1,
             "device": device,
             "graph": bool(command.get("graph", True)), "dtype": getattr(torch, dtype_name)}
 
