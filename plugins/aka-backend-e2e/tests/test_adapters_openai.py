@@ -206,6 +206,13 @@ def test_an_engine_that_is_not_installed_is_a_setup_error(tmp_path, trees):
         serve(tmp_path, trees, ad=adapter(missing))
 
 
+def test_a_patch_target_the_engine_lacks_is_a_setup_error(tmp_path, trees):
+    wrong = attrs.evolve(MOCK, patches={**MOCK.patches,
+                                        "rms_norm": ("fake_engine_ops:no_such_op", "same")})
+    with pytest.raises(EngineSetupError, match="fake_engine_ops has no no_such_op"):
+        serve(tmp_path, trees, ad=adapter(wrong))
+
+
 def test_server_args_may_not_set_what_the_adapter_fixes(tmp_path, trees):
     with pytest.raises(ConfigError, match="port"):
         serve(tmp_path, trees, wl=workload(port=1234))

@@ -140,8 +140,12 @@ class BuiltinAdapter:
             protected=sandbox_protected(self.protected),
             required=self.confinement == "required")
         env = {**runner_environment(scratch, {}), **dict(workload.env), **self.env}
-        run = BuiltinRun(arm, self.command, env=env, scratch=scratch,
-                         log_path=log_dir / f"engine.{arm}.log", timeouts=self.timeouts)
+        try:
+            run = BuiltinRun(arm, self.command, env=env, scratch=scratch,
+                             log_path=log_dir / f"engine.{arm}.log", timeouts=self.timeouts)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
         try:
             run.confine(spec.to_json(), confine=self.confinement != "off")
             run.load({
