@@ -82,6 +82,31 @@ def test_step_lines_and_continuous_batching(tiny_weights):
     assert eng.decode_steps == 3 and eng.prefills == 3
 
 
+class ReplayedEagerly:
+    """Stands in for a CUDA graph on a CPU: "capture" runs the decode body once into a static
+    output, "replay" recomputes it from the static inputs alone (what a graph can see)."""
+
+    def __init__(self, eng):
+        self.eng = eng
+        self.replays = 0
+        eng.graph_out = eng._decode_graph_body()
+
+    def replay(self):
+        self.replays += 1
+        self.eng.graph_out.copy_(self.eng._decode_graph_body())
+
+
+def test_the_graph_path_feeds_the_decode_step_through_its_static_buffers(tiny_weights):
+    requests = _requests([4, 11, 6, 9, 2], [5, 7, 3, 6, 4])
+    kernels = kernels_api.load_tree(kernels_api.BASELINE_TREE)
+    eager = engine.BuiltinEngine(TINY, tiny_weights, kernels, slots=3, max_len=24)
+    expected = eager.generate(requests)
+    replayed = engine.BuiltinEngine(TINY, tiny_weights, kernels, slots=3, max_len=24)
+    replayed.graph = ReplayedEagerly(replayed)
+    assert replayed.generate(requests) == expected
+    assert replayed.graph.replays == replayed.decode_steps > 0
+
+
 @pytest.mark.parametrize("bad, match", [
     ({"id": "x", "prompt": [1] * 30, "max_tokens": 4}, "exceeds max_len"),
     ({"id": "x", "prompt": [TINY.vocab], "max_tokens": 1}, "token ids"),

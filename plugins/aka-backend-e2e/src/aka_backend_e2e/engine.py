@@ -203,9 +203,14 @@ class BuiltinEngine:
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = self._decode_graph_body()
-        torch.cuda.synchronize()
+        try:
+            with torch.cuda.graph(graph):
+                out = self._decode_graph_body()
+            torch.cuda.synchronize()
+        except Exception as exc:
+            raise RuntimeError(f"the decode step cannot be captured in a CUDA graph (does a "
+                               f"kernel wait for the host, e.g. .item() or .cpu(), or "
+                               f"allocate pinned memory?): {type(exc).__name__}: {exc}") from exc
         self.graph, self.graph_out = graph, out
 
     def _decode(self, emit: Emit) -> None:
