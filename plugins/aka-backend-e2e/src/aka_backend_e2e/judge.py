@@ -171,7 +171,7 @@ class Evaluation:
             self.note(f"phase {name}")
 
     def note(self, text: str) -> None:
-        log.info(text)
+        log.debug(text)
         try:
             with self._log.open("a", encoding="utf-8") as handle:
                 handle.write(f"{time.strftime('%H:%M:%S')} {text}\n")
