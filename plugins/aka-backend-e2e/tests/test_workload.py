@@ -139,3 +139,9 @@ def test_the_lock_command_generates_the_weights_and_fills_in_their_digest(
     (root / "workload.yaml").write_text(
         (root / "workload.yaml").read_text().replace(written, DIGEST))
     assert wl.main(["lock", str(root)]) == 2, "a pinned digest that differs is not overwritten"
+
+
+def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(wl.schema())
