@@ -18,10 +18,12 @@ timed with plain launches, at its own cost).
 
 A block the baseline cannot enqueue is released, never timed: calls that launch more kernels than
 the GPU's launch queue holds wait for room that only the block itself, held behind "go", would
-free. When the baseline does not answer an eager block's "arm" within ``ARM_QUEUE_SECONDS``, the
-judge writes "go" (the block runs untimed), waits for "done", and times the case again with blocks
-of an eighth as many calls (``launch_queue`` in the record); at one call per block it is an
-evaluator fault, as before. A candidate that cannot enqueue a block fails (``timing_check``).
+free (a CUDA graph of the calls too, most likely: the graph-timed blocks of two such baselines
+stuck on an H200). When the baseline does not answer a block's "arm" within
+``ARM_QUEUE_SECONDS``, the judge writes "go" (the block runs untimed), waits for "done", and
+times the case again with blocks of an eighth as many calls (``launch_queue`` in the record); at
+one call per block it is an evaluator fault, as before. A candidate that cannot enqueue a block
+fails (``timing_check``).
 
 What the judge checks, since the runner is not believed:
 
@@ -403,7 +405,7 @@ class CaseTimer:
 
     def arm(self, runner: Any, slots: SideSlots, side: str, n: int) -> dict[str, Any]:
         """The runner's answer to "arm" (its block enqueued behind "go"), or ``LaunchQueueFull``
-        after releasing an eager block it could not enqueue in ``ARM_QUEUE_SECONDS``."""
+        after releasing a block the baseline could not enqueue in ``ARM_QUEUE_SECONDS``."""
         import torch
 
         from aka_core.evaluation import cuda_ipc
@@ -412,7 +414,7 @@ class CaseTimer:
         # Only the baseline's blocks are made smaller: a candidate that will not enqueue what the
         # baseline can must not choose the size of the blocks (fewer calls per block weigh the
         # error of the hand-off cost ``o`` more), and fails as before.
-        quick = side == "baseline" and self.count > 1 and not graph
+        quick = side == "baseline" and self.count > 1
         try:
             return runner.request("arm", ARM_QUEUE_SECONDS if quick else ARM_SECONDS, n=n,
                                   count=self.count, graph=graph)
