@@ -139,7 +139,10 @@ class BuiltinAdapter:
             read=[str(kernels_dir), str(self.weights), *engine_read_folders(), *self.extra_read],
             protected=sandbox_protected(self.protected),
             required=self.confinement == "required")
-        env = {**runner_environment(scratch, {}), **dict(workload.env), **self.env}
+        # Triton kernels of a tree run in Triton's interpreter on a CPU (as the triton backend's
+        # runners do); never on a GPU.
+        interpret = {"TRITON_INTERPRET": "1"} if self.device == "cpu" else {}
+        env = {**runner_environment(scratch, interpret), **dict(workload.env), **self.env}
         try:
             run = BuiltinRun(arm, self.command, env=env, scratch=scratch,
                              log_path=log_dir / f"engine.{arm}.log", timeouts=self.timeouts)
