@@ -46,6 +46,11 @@ from aka_backend_e2e.adapters.base import (
 )
 
 ENGINE_MODULE = "aka_backend_e2e.engine_main"
+# ``-I`` ignores PYTHONPATH: the engine gets the judge's import path as the operator runners do
+# (AKA_RUNNER_SYSPATH), so that plugins installed on a path of their own are found.
+BOOT = ("import json, os, runpy, sys; "
+        "sys.path[:0] = json.loads(os.environ.get('AKA_RUNNER_SYSPATH', '[]')); "
+        f"runpy.run_module({ENGINE_MODULE!r}, run_name='__main__', alter_sys=True)")
 MAX_LINE_BYTES = 64 * 2**20
 STDERR_TAIL_BYTES = 4000
 # Packages the engine imports; readable inside its sandbox wherever they are installed.
@@ -116,7 +121,7 @@ class BuiltinAdapter:
         self.graph = device == "cuda" if graph is None else graph
         self.timeouts = timeouts or Timeouts()
         self.scratch_root = scratch_root
-        self.command = list(command) if command else [sys.executable, "-I", "-m", ENGINE_MODULE]
+        self.command = list(command) if command else [sys.executable, "-I", "-c", BOOT]
         self.extra_read = [str(p) for p in extra_read]
         self.env = dict(env or {})
         self.dtype = dtype
@@ -142,7 +147,8 @@ class BuiltinAdapter:
         # Triton kernels of a tree run in Triton's interpreter on a CPU (as the triton backend's
         # runners do); never on a GPU.
         interpret = {"TRITON_INTERPRET": "1"} if self.device == "cpu" else {}
-        env = {**runner_environment(scratch, interpret), **dict(workload.env), **self.env}
+        env = {**runner_environment(scratch, interpret), **dict(workload.env), **self.env,
+               "AKA_RUNNER_SYSPATH": json.dumps([p for p in sys.path if p and os.path.isdir(p)])}
         try:
             run = BuiltinRun(arm, self.command, env=env, scratch=scratch,
                              log_path=log_dir / f"engine.{arm}.log", timeouts=self.timeouts)
