@@ -139,6 +139,8 @@ class BuiltinAdapter:
         if self.scratch_root is not None:
             self.scratch_root.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"aka-e2e-{arm}-", dir=self.scratch_root))
+        for sub in ("home", "tmp", "cache"):  # TMPDIR and the caches point here (a compiler
+            (scratch / sub).mkdir()          # falls back to /tmp, closed to the engine, without)
         spec = sandbox.build_spec(
             scratch=scratch,
             read=[str(kernels_dir), str(self.weights), *engine_read_folders(), *self.extra_read],
