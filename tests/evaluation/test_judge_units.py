@@ -412,3 +412,23 @@ def test_a_block_that_never_arms_says_what_blocks_it() -> None:
     with pytest.raises(SideFailure) as other:
         runner.read(30.0, "capture")
     assert "launch queue" not in str(other.value)
+
+
+def test_a_case_whose_baseline_cannot_enqueue_a_block_is_timed_again_with_smaller_blocks() -> None:
+    # The GPU path (releasing the held block) needs a GPU; the retry around it does not.
+    timer = object.__new__(timing.CaseTimer)
+    timer.record, timer.slots = {"case": "c"}, {}
+    caps: list[int] = []
+
+    def run_blocks(cap: int) -> dict[str, object]:
+        caps.append(cap)
+        if cap > 31:
+            raise timing.LaunchQueueFull("baseline", min(cap, 250))
+        return {"case": "c", "calls_per_block": cap}
+
+    timer.run_blocks = run_blocks  # type: ignore[method-assign]
+    record = timer.run()
+    assert caps == [timing.MAX_CALLS, 31]
+    assert timer.record["launch_queue"] == [{"side": "baseline", "calls_per_block": 250}]
+    assert record["calls_per_block"] == 31
+    assert timer.windows == {"baseline": [], "candidate": []}  # started again from nothing
