@@ -19,6 +19,7 @@ from aka_core.convert import structure
 from aka_core.errors import ConfigError, PluginError, Problem
 from aka_core.host import PluginHost
 from aka_core.models import RunConfig
+from aka_core.resources import resource_problems
 from aka_core.schema_validation import load_schema, sort_problems, validate_document
 from aka_core.yamlio import line_of, load_yaml, to_builtin
 
@@ -57,8 +58,6 @@ def load_run_config(path: Path, host: PluginHost | None = None) -> RunConfig:
                      for p in exc.problems]
     if host is not None:
         problems += _check_plugins(config, host, path, source)
-    from aka_core.parallel import resource_problems  # here: parallel imports the run machinery
-
     problems += resource_problems(config.resources, path, source)
     if problems:
         raise ConfigError(sort_problems(problems))

@@ -50,7 +50,7 @@ from aka_core.models import (
 from aka_core.operator_tasks import load_task
 from aka_core.prompt import build_prompt
 from aka_core.records import AgentInvocation, JudgeRequest, TaskJudge
-from aka_core.results import agent_cost_path, write_task_result
+from aka_core.results import agent_cost_path, task_dir, write_task_result
 from aka_core.workspace import (
     changed_since,
     check_and_restore,
@@ -88,10 +88,6 @@ class TaskContext:
     each evaluation first checks that they are unchanged."""
     protected_extra: tuple[Path, ...] = ()
     """More folders no runner may read (the reward service's queue, with other candidates)."""
-
-
-def task_dir(run_dir: Path, task_id: str) -> Path:
-    return run_dir.joinpath(*task_id.split("/"))
 
 
 AGENT_PHASE_FILE = "agent_phase.json"

@@ -20,7 +20,7 @@ process started later) is released: the interrupted task folder is set aside und
 record), and the slot's worker is restarted so that the run completes. A task whose worker dies
 ``MAX_TASK_ATTEMPTS`` times in one run gets an error result instead of a fourth attempt.
 
-**Workers are subprocesses** (``python -m aka_core.parallel worker RUN_DIR WORKER --parent PID``),
+**Workers are subprocesses** (``python -m aka_core.worker RUN_DIR WORKER --parent PID``),
 not a ``multiprocessing`` pool: a worker rebuilds everything from ``run.yaml`` exactly as
 ``aka run-task`` does, so nothing crosses a pickle boundary and a worker behaves the same on a
 first run and on a resume; the visibility variables are in its environment before any library
@@ -38,7 +38,6 @@ registered only in the calling process are not seen by them.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -56,155 +55,38 @@ import attrs
 import structlog
 
 from aka_core.convert import structure, unstructure
-from aka_core.errors import AkaError, ConfigError, Problem
+from aka_core.errors import AkaError
 from aka_core.host import PluginHost
 from aka_core.lifecycle import now_iso
-from aka_core.models import ResourcesConfig, RunConfig, TaskResult
-from aka_core.results import read_task_result, task_result_path, write_task_result
-from aka_core.yamlio import line_of, load_yaml
+from aka_core.models import TaskResult
+from aka_core.resources import (  # noqa: F401 (re-exported: slots were planned here)
+    VISIBILITY_VARIABLES,
+    Slot,
+    describe,
+    missing_gpu_problems,
+    needs_workers,
+    parallel_record,
+    plan_slots,
+    resolve_vendor,
+    resource_problems,
+    visibility_environment,
+)
+from aka_core.results import (
+    read_task_result,
+    set_aside_interrupted,
+    task_result_path,
+    write_task_result,
+)
 
 log = structlog.get_logger("aka.parallel")
 
 QUEUE_DIR = ".queue"
-VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 MAX_TASK_ATTEMPTS = 3
 """Worker deaths one task may cause in one run before it is recorded as an error."""
 MAX_IDLE_FAILURES = 3
 """Failures of a slot's worker while it held no task (it cannot start) before the slot retires."""
 POLL_SECONDS = 0.2
 STOP_GRACE_SECONDS = 5.0
-
-# --------------------------------------------------------------------------- slots and devices
-
-
-@attrs.frozen(kw_only=True)
-class Slot:
-    """One worker's place: its id and the GPU ids it sees (empty: whatever aka sees)."""
-
-    worker: int
-    devices: tuple[int, ...] = ()
-
-
-def plan_slots(resources: ResourcesConfig) -> list[Slot]:
-    """Workers in round-robin order over the GPUs or groups, so the first ones use distinct GPUs."""
-    groups: list[tuple[int, ...]] = (
-        [tuple(g) for g in resources.gpu_groups] if resources.gpu_groups
-        else [(g,) for g in resources.gpus] if resources.gpus else [()])
-    count = len(groups) * resources.workers_per_gpu
-    return [Slot(worker=i, devices=groups[i % len(groups)]) for i in range(count)]
-
-
-def needs_workers(config: RunConfig) -> bool:
-    """Whether a run goes through worker processes: with the local executor, whenever the
-    resources name more than one slot or restrict the one slot to some GPUs (a single listed GPU
-    must be honoured too, which a serial run in this process could not do)."""
-    slots = plan_slots(config.resources)
-    return config.executor.name == "local" and (len(slots) > 1 or bool(slots[0].devices))
-
-
-def resolve_vendor(resources: ResourcesConfig, gpu: Mapping[str, Any] | None) -> str:
-    """``nvidia`` or ``amd``; ``none`` on a host without a GPU (every variable is set then)."""
-    if resources.vendor != "auto":
-        return resources.vendor
-    vendor = str((gpu or {}).get("vendor") or "none")
-    return vendor if vendor in ("nvidia", "amd") else "none"
-
-
-def visibility_environment(devices: Sequence[int], vendor: str,
-                           environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables that restrict a worker to ``devices``.
-
-    Ids count the GPUs aka itself sees, so they are translated through the visibility list aka
-    was started with (under Slurm, GPU 0 of the config is the allocation's first GPU, never the
-    host's). On AMD, ``ROCR_VISIBLE_DEVICES`` selects the devices and HIP/CUDA_VISIBLE_DEVICES
-    count within that selection; on a host without a GPU nothing reads them, but agents and
-    tests still see which slot they are in.
-    """
-    if not devices:
-        return {}
-    if vendor == "nvidia":
-        return {"CUDA_VISIBLE_DEVICES": _select(devices, _split(environ.get("CUDA_VISIBLE_DEVICES")))}
-    if vendor == "amd":
-        local = ",".join(str(i) for i in range(len(devices)))
-        return {"ROCR_VISIBLE_DEVICES": _select(devices, _amd_visible(environ)),
-                "HIP_VISIBLE_DEVICES": local, "CUDA_VISIBLE_DEVICES": local}
-    return dict.fromkeys(VISIBILITY_VARIABLES, ",".join(str(i) for i in devices))
-
-
-def _split(value: str | None) -> list[str] | None:
-    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
-
-
-def _amd_visible(environ: Mapping[str, str]) -> list[str] | None:
-    """The devices aka sees on AMD: ROCR's selection, then HIP's indices within it."""
-    rocr = _split(environ.get("ROCR_VISIBLE_DEVICES"))
-    hip = _split(environ.get("HIP_VISIBLE_DEVICES", environ.get("CUDA_VISIBLE_DEVICES")))
-    if hip is None or rocr is None:
-        return hip if rocr is None else rocr
-    try:
-        return [rocr[int(h)] for h in hip]
-    except (ValueError, IndexError):
-        raise ConfigError("cannot combine ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES of this "
-                          "process into one device list; set only ROCR_VISIBLE_DEVICES") from None
-
-
-def _select(devices: Sequence[int], visible: list[str] | None) -> str:
-    if visible is None:
-        return ",".join(str(i) for i in devices)
-    missing = [i for i in devices if i >= len(visible)]
-    if missing:
-        raise ConfigError(f"resources name GPU id(s) {missing}, but this process sees only "
-                          f"{len(visible)} GPU(s) ({','.join(visible)}): ids count those GPUs")
-    return ",".join(visible[i] for i in devices)
-
-
-def resource_problems(resources: ResourcesConfig, file: Path | None, source: Any) -> list[Problem]:
-    """What the schema cannot say: gpus and gpu_groups together, an id in two groups."""
-    where = ["resources", "gpu_groups"]
-    if resources.gpus is not None and resources.gpu_groups is not None:
-        return [Problem("gpus and gpu_groups are mutually exclusive", file=file,
-                        line=line_of(source, where), field="resources",
-                        hint="keep one: gpus: [0, 1] gives each worker one GPU, "
-                             "gpu_groups: [[0, 1], [2, 3]] gives each worker a group")]
-    seen: dict[int, int] = {}
-    problems = []
-    for index, group in enumerate(resources.gpu_groups or ()):
-        for gpu in group:
-            if gpu in seen:
-                problems.append(Problem(
-                    f"GPU {gpu} is already in group {seen[gpu]}", file=file,
-                    line=line_of(source, [*where, index]), field=f"resources.gpu_groups[{index}]",
-                    hint="each GPU may belong to one group only"))
-            seen.setdefault(gpu, index)
-    return problems
-
-
-def missing_gpu_problems(resources: ResourcesConfig, count: int, file: Path | None) -> list[Problem]:
-    """GPU ids that this host does not have (``count`` GPUs visible to aka)."""
-    key = "gpu_groups" if resources.gpu_groups else "gpus"
-    ids = sorted({g for slot in plan_slots(resources) for g in slot.devices})
-    missing = [g for g in ids if g >= count]
-    if not missing:
-        return []
-    source = load_yaml(file) if file is not None and file.is_file() else None
-    return [Problem(f"GPU id(s) {missing} do not exist: this host shows aka {count} GPU(s), "
-                    f"ids 0-{count - 1}", file=file, line=line_of(source, ["resources", key]),
-                    field=f"resources.{key}")]
-
-
-def parallel_record(config: RunConfig, gpu: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What ``run.yaml`` records under ``parallel`` (``None``: a serial run).
-
-    Raises ``ConfigError`` when a slot's devices cannot be made visible from this process.
-    """
-    if not needs_workers(config):
-        return None
-    vendor = resolve_vendor(config.resources, gpu)
-    slots = plan_slots(config.resources)
-    for slot in slots:
-        visibility_environment(slot.devices, vendor, os.environ)
-    return {"vendor": vendor, "slots": [unstructure(s) for s in slots]}
-
 
 # --------------------------------------------------------------------------- processes
 
@@ -320,64 +202,6 @@ def claim_next(queue: TaskQueue, run_dir: Path, task_ids: Sequence[str], worker:
     return None
 
 
-# --------------------------------------------------------------------------- the worker
-
-
-def worker_main(run_dir: Path, worker: int, parent: int) -> int:
-    """Claim and run tasks until none is left; stdout and stderr are the worker's log file."""
-    from aka_core.evaluation.evaluate import die_with_parent  # one implementation of the guard
-    from aka_core.logging_setup import bind_context, configure_logging
-    from aka_core.run import read_run_file, run_one_task  # run.py dispatches here: no cycle
-
-    guard = die_with_parent(parent)
-    if guard is not None:
-        guard()
-    meta = read_run_file(run_dir)
-    slot = structure(meta["parallel"]["slots"][worker], Slot)
-    configure_logging(json_output=True, force=True)
-    bind_context(run=run_dir.name, worker=worker, devices=describe(slot.devices))
-    log.info("worker started", pid=os.getpid(),
-             visible={k: os.environ[k] for k in VISIBILITY_VARIABLES if k in os.environ})
-    host, queue = PluginHost(), TaskQueue(run_dir)
-    finished = 0
-    while (task_id := claim_next(queue, run_dir, meta["task_ids"], worker)) is not None:
-        log.info("task claimed", task=task_id)
-        result = run_one_task(run_dir, task_id, host)
-        finished += 1
-        log.info("task finished", task=task_id, status=result.status, score=result.score)
-    log.info("nothing left to claim; worker exits", tasks=finished)
-    return 0
-
-
-def describe(devices: Sequence[int]) -> str:
-    return ",".join(str(d) for d in devices) or "all"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aka_core.parallel")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("worker", help="claim and run tasks of a run (started by `aka run`)")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("worker", type=int)
-    p.add_argument("--parent", type=int, required=True, help="pid whose death ends this worker")
-    args = parser.parse_args(argv)
-    from aka_core.interrupt import EXIT_SIGTERM, Interrupted, install_sigterm_handler
-
-    # The parent stops a worker with SIGTERM: the worker then stops its agent CLI (which has a
-    # session of its own) and records the interrupted task before it exits.
-    install_sigterm_handler()
-    try:
-        return worker_main(args.run_dir.resolve(), args.worker, args.parent)
-    except KeyboardInterrupt:  # Ctrl-C reaches the whole group; the parent reports it
-        return 130
-    except Interrupted:
-        return EXIT_SIGTERM
-
-
-# --------------------------------------------------------------------------- the parent
-
-
-@attrs.define
 class _Worker:
     slot: Slot
     process: subprocess.Popen[bytes] | None = None
@@ -446,8 +270,6 @@ class ParallelRun:
         """Before any worker starts: set aside what an interrupted run left of the tasks
         (exactly as a serial resume does) and release their claims, unless a live worker still
         holds one."""
-        from aka_core.run import set_aside_interrupted  # run.py dispatches here: no cycle
-
         for task_id in self.task_ids:
             claim = self.queue.read(task_id)
             if claim is not None and not claim.is_dead():
@@ -480,8 +302,6 @@ class ParallelRun:
 
     def reclaim(self) -> None:
         """Release every pending task whose worker is gone, so that another worker redoes it."""
-        from aka_core.run import set_aside_interrupted  # run.py dispatches here: no cycle
-
         for task_id in self.pending():
             claim = self.queue.read(task_id)
             if claim is None or not claim.is_dead() or has_result(self.run_dir, task_id):
@@ -550,7 +370,7 @@ class ParallelRun:
         log_path = self.log_dir / f"worker-{slot.worker}.log"
         with log_path.open("ab") as out:  # the child keeps its own descriptor
             worker.process = subprocess.Popen(
-                [sys.executable, "-m", "aka_core.parallel", "worker", str(self.run_dir),
+                [sys.executable, "-m", "aka_core.worker", str(self.run_dir),
                  str(slot.worker), "--parent", str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
         log.info("worker started", worker=slot.worker, devices=describe(slot.devices),
@@ -577,6 +397,3 @@ def run_parallel(run_dir: Path, meta: Mapping[str, Any], pending: Sequence[str],
     """Run the ``pending`` tasks of ``run_dir`` in workers over the slots recorded in run.yaml."""
     ParallelRun(run_dir, meta, pending, host, on_started, on_finished).run()
 
-
-if __name__ == "__main__":
-    sys.exit(main())

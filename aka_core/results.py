@@ -7,17 +7,22 @@ the one place that knows those paths; reports and comparisons read runs through 
 
 from __future__ import annotations
 
+import datetime as dt
+import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
 import cattrs
+import structlog
 from ruamel.yaml.error import YAMLError
 
 from aka_core import yamlio
 from aka_core.convert import structure, unstructure
-from aka_core.errors import EXIT_USAGE, AkaError, Problem
+from aka_core.errors import EXIT_USAGE, AkaError, Problem, UsageError
 from aka_core.models import TaskResult
+
+log = structlog.get_logger("aka.run")
 
 RUN_FILE = "run.yaml"
 TASK_RESULT_FILE = "task_result.yaml"
@@ -59,6 +64,35 @@ def agent_cost_path(run_dir: Path, task_id: str) -> Path:
     """``<run_dir>/agent_costs/<task id with '/' as '__'>.json``."""
     _checked_task_id(task_id)
     return Path(run_dir) / AGENT_COSTS_DIR / (task_id.replace("/", "__") + ".json")
+
+
+def task_dir(run_dir: Path, task_id: str) -> Path:
+    """``<run_dir>/<task id>``: the folder of one task's attempt (workspace, baseline, logs)."""
+    return run_dir.joinpath(*task_id.split("/"))
+
+
+def set_aside_interrupted(run_dir: Path, task_id: str) -> None:
+    """Move an interrupted attempt's folder to ``.interrupted/`` so nothing recorded is lost."""
+    tdir = task_dir(run_dir, task_id)
+    if not tdir.exists():
+        return
+    stamp = dt.datetime.now().strftime("%Y%m%d_%H%M%S_%f")
+    dest = run_dir / ".interrupted" / stamp / task_id
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(tdir), str(dest))
+    log.info("set aside an interrupted attempt", task=task_id, moved_to=str(dest))
+
+
+def read_run_file(run_dir: Path) -> dict[str, Any]:
+    """``run.yaml`` of ``run_dir`` as plain data, for resuming or running one of its tasks."""
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        raise UsageError(f"{run_dir} is not a run directory (no {RUN_FILE}); pass the folder that "
+                         "`aka run` printed")
+    try:
+        return yamlio.load_plain_yaml(path)
+    except Exception as exc:
+        raise AkaError(f"{path}: cannot read: {exc}") from exc
 
 
 def reports_dir(run_dir: Path) -> Path:

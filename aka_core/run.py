@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import platform
-import shutil
 import socket
 import sys
 from pathlib import Path
@@ -34,17 +33,22 @@ from aka_core.lifecycle import (
     run_agent_phase,
     run_evaluation_phase,
     run_task,
-    task_dir,
 )
 from aka_core.models import RunConfig, TaskResult
 from aka_core.progress import RunProgress
 from aka_core.reports import write_reports
-from aka_core.results import read_task_result, task_result_path
+from aka_core.resources import missing_gpu_problems, parallel_record, resource_problems
+from aka_core.results import (
+    RUN_FILE,
+    read_run_file,
+    read_task_result,
+    set_aside_interrupted,
+    task_result_path,
+)
 from aka_core.selection import resolve_selectors
-from aka_core.yamlio import load_plain_yaml, load_yaml, write_yaml_atomic
+from aka_core.yamlio import load_yaml, write_yaml_atomic
 
 log = structlog.get_logger("aka.run")
-RUN_FILE = "run.yaml"
 DEVICE_ON_NODE = "chosen-on-the-node"
 
 
@@ -75,8 +79,8 @@ def choose_device(config: RunConfig) -> str:
         raise ConfigError(f"target_gpu_model is {config.target_gpu_model} but {mismatch}; change "
                           "target_gpu_model or run on the target", file=_source(config))
     if config.executor.name == "local":  # other executors place tasks on GPUs themselves
-        missing = parallel.missing_gpu_problems(config.resources, int(found.get("count") or 1),
-                                                _source(config))
+        missing = missing_gpu_problems(config.resources, int(found.get("count") or 1),
+                                       _source(config))
         if missing:
             raise ConfigError(missing)
     return "cuda"
@@ -108,7 +112,7 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
         run_dir = run_dir.with_name(f"{run_directory_name(config, run_suffix)}.{counter}")
     run_dir.mkdir(parents=True)
     facts = probe()
-    workers = parallel.parallel_record(config, facts.get("gpu"))
+    workers = parallel_record(config, facts.get("gpu"))
     write_yaml_atomic(run_dir / RUN_FILE, {
         "aka_version": __version__,
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -129,24 +133,13 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
 
 def check_resources(config: RunConfig, config_path: Path, source_doc: Any) -> None:
     """Problems of ``resources`` that the schema cannot express, with file and line."""
-    problems: list[Problem] = parallel.resource_problems(config.resources, config_path, source_doc)
+    problems: list[Problem] = resource_problems(config.resources, config_path, source_doc)
     if problems:
         raise ConfigError(problems)
     resources = config.resources
     if config.executor.name != "local" and (resources.gpus or resources.gpu_groups
                                             or resources.workers_per_gpu > 1):
         log.info("resources are left to the executor", executor=config.executor.name)
-
-
-def read_run_file(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / RUN_FILE
-    if not path.is_file():
-        raise UsageError(f"{run_dir} is not a run directory (no {RUN_FILE}); pass the folder that "
-                       "`aka run` printed")
-    try:
-        return load_plain_yaml(path)
-    except Exception as exc:
-        raise AkaError(f"{path}: cannot read: {exc}") from exc
 
 
 def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) -> list[TaskResult]:
@@ -287,15 +280,3 @@ def _abandon_if_deadly(run_dir: Path, task_id: str, host: PluginHost) -> bool:
               attempts=deaths)
     host.notify("aka_after_task", run_dir=run_dir, result=result)
     return True
-
-
-def set_aside_interrupted(run_dir: Path, task_id: str) -> None:
-    """Move an interrupted attempt's folder to ``.interrupted/`` so nothing recorded is lost."""
-    tdir = task_dir(run_dir, task_id)
-    if not tdir.exists():
-        return
-    stamp = dt.datetime.now().strftime("%Y%m%d_%H%M%S_%f")
-    dest = run_dir / ".interrupted" / stamp / task_id
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(tdir), str(dest))
-    log.info("set aside an interrupted attempt", task=task_id, moved_to=str(dest))

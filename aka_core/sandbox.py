@@ -34,6 +34,9 @@ from typing import Any
 
 import attrs
 
+SANDBOX_PROTECTED_ALWAYS = ("/tmp", "/var/tmp", "/dev/shm", "/root", "/home")
+"""Folders a runner may never read, whatever its request allows (other processes' scratch)."""
+
 # Syscall numbers are the same on x86_64 and aarch64 (generic table).
 SYS_LANDLOCK_CREATE_RULESET = 444
 SYS_LANDLOCK_ADD_RULE = 445

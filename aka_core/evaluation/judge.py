@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import math
 import os
-import random
 import shutil
 import sys
 import time
@@ -41,27 +39,26 @@ from typing import Any
 
 from aka_core.errors import BuildError
 from aka_core.evaluation import checking, protocol
+from aka_core.evaluation.arena import (  # noqa: F401 (re-exported: the arena's home was here)
+    ALIGN,
+    CTRL_BYTES,
+    OutputReader,
+    arena_views,
+    input_signature,
+    map_runner_arena,
+    output_budget,
+    shifted,
+    slot_layout,
+)
 from aka_core.evaluation.request import EvaluationRequest
+from aka_core.evaluation.seeds import derive_seed, draw_held_out
 from aka_core.evaluation.sides import RunnerProcess, SideFailure
+from aka_core.failures import INFRA, JudgeFailure
+from aka_core.sandbox import SANDBOX_PROTECTED_ALWAYS
 
-SANDBOX_PROTECTED_ALWAYS = ("/tmp", "/var/tmp", "/dev/shm", "/root", "/home")
-ALIGN = 256
-CTRL_BYTES = 256
 STARTUP_SECONDS = 300.0
 POISON_FACTOR = 2
 TASK_CODE_SECONDS = 120.0
-
-
-class JudgeFailure(Exception):
-    """Ends the evaluation: ``kind`` is the failure's class, ``details`` go to the record."""
-
-    def __init__(self, kind: str, message: str, **details: Any):
-        super().__init__(message)
-        self.kind = kind
-        self.details = details
-
-
-INFRA = "infra_error"
 
 
 class Channel:
@@ -71,33 +68,6 @@ class Channel:
     def send(self, event: str, **fields: Any) -> None:
         self.stream.write(json.dumps({"event": event, **fields}, default=str) + "\n")
         self.stream.flush()
-
-
-def derive_seed(secret: int, *parts: object) -> int:
-    digest = hashlib.blake2b(":".join([str(secret), *map(str, parts)]).encode(), digest_size=8)
-    return int.from_bytes(digest.digest(), "little") >> 1
-
-
-def draw_held_out(draws: Any, seed: int) -> list[Any]:
-    """Concrete held-out cases from their ranges, drawn with ``seed`` (derived from the secret)."""
-    from aka_core.models import Case
-
-    rng = random.Random(seed)
-    cases = []
-    for index in range(draws.count):
-        params: dict[str, Any] = {}
-        for name, spec in draws.params.items():
-            if isinstance(spec, Mapping) and "range" in spec:
-                lo, hi = int(spec["range"][0]), int(spec["range"][1])
-                step = int(spec.get("multiple_of", 1))
-                first = -(-lo // step) * step
-                params[name] = first + step * rng.randint(0, max(0, (hi - first) // step))
-            elif isinstance(spec, Mapping) and "choice" in spec:
-                params[name] = rng.choice(list(spec["choice"]))
-            else:
-                params[name] = spec
-        cases.append(Case(name=f"held_out_{index}", params=params))
-    return cases
 
 
 class Judge:
@@ -772,75 +742,7 @@ class SideIO:
         self.signature = None
 
 
-class OutputReader:
-    """Makes checked views of a runner's outputs: the candidate's in the allocations it exported
-    (mapped here, cached by handle), the baseline's in its arena's output region (``region``:
-    the arena's bytes and the region's bounds; nothing else of the baseline is ever exported)."""
-
-    def __init__(self, side: str):
-        self.side = side
-        self.mappings: dict[bytes, Any] = {}
-        self.region: tuple[Any, int, int] | None = None
-
-    def view(self, desc: Any) -> Any:
-        import torch
-
-        from aka_core.evaluation import cuda_ipc
-
-        if isinstance(desc, dict) and desc.get("in_arena") is True:
-            return self._in_region(desc)
-        handle, offset, dtype, shape, strides = protocol.checked_gpu_descriptor(desc)
-        self._dense(shape, strides)
-        numel = 1
-        for size in shape:
-            numel *= size
-        if numel == 0:
-            return torch.empty(shape, dtype=dtype, device="cuda")
-        if self.side != "candidate":
-            raise protocol.ProtocolError("the baseline's outputs must be copied to its arena")
-        mapping = self.mappings.get(handle)
-        if mapping is None:
-            if len(self.mappings) >= 4096:
-                raise protocol.ProtocolError("too many distinct output allocations")
-            try:
-                mapping = cuda_ipc.Mapping(handle)
-            except cuda_ipc.CudaError as exc:
-                raise protocol.ProtocolError(f"an output's memory cannot be opened: {exc}") from None
-            self.mappings[handle] = mapping
-        try:
-            return cuda_ipc.view(mapping.bytes, offset, dtype, shape, strides)
-        except ValueError as exc:
-            raise protocol.ProtocolError(f"an output is out of bounds: {exc}") from None
-
-    def _in_region(self, desc: Mapping[str, Any]) -> Any:
-        from aka_core.evaluation import cuda_ipc
-
-        if self.region is None:
-            raise protocol.ProtocolError("an output points into the runner's input arena")
-        buffer, lo, hi = self.region
-        offset, dtype, shape, strides = protocol.checked_placement(desc)
-        self._dense(shape, strides)
-        if offset < lo:
-            raise protocol.ProtocolError("an output lies before the arena's output region")
-        try:
-            return cuda_ipc.view(buffer[:hi], offset, dtype, shape, strides)
-        except ValueError as exc:
-            raise protocol.ProtocolError(f"an output is out of bounds: {exc}") from None
-
-    @staticmethod
-    def _dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
-        if not protocol.plain_dense(shape, strides):
-            raise protocol.ProtocolError(f"an output of shape {list(shape)} has strides "
-                                         f"{list(strides)}: outputs must be plain dense "
-                                         "(contiguous) tensors")
-
-    def close(self) -> None:
-        for mapping in self.mappings.values():
-            mapping.close()
-        self.mappings = {}
-
-
-# --------------------------------------------------------------------------- arena layout
+# --------------------------------------------------------------------------- task code
 
 
 @contextlib.contextmanager
@@ -861,82 +763,6 @@ def task_code_deadline(seconds: float, what: str, case: str) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def output_budget(ref: list[Any]) -> int:
-    """Bytes set aside in the baseline's arena for its outputs: twice the reference's (a
-    reference may compute in a narrower type than the baseline returns), aligned."""
-    return sum(2 * -(-t.numel() * t.element_size() // ALIGN) * ALIGN + ALIGN for t in ref)
-
-
-def map_runner_arena(judge: Judge, side: str, reply: Mapping[str, Any], size: int) -> Any:
-    """Map the arena a runner allocated, from the descriptor it sent on its socket; ``size``
-    bytes are mapped, which fails if the allocation is smaller."""
-    from aka_core.evaluation import cuda_ipc
-
-    kind = "protocol" if side == "candidate" else INFRA
-    tag = reply.get("arena_fd")
-    if not isinstance(tag, str):
-        raise JudgeFailure(kind, f"{side}: its reply to setup names no arena")
-    try:
-        fd = judge.runners[side].receive_fd(tag)
-    except SideFailure as exc:
-        raise JudgeFailure(kind, f"{side}: {exc}") from None
-    try:
-        return cuda_ipc.ImportedArena(fd, size)
-    except cuda_ipc.CudaError as exc:
-        raise JudgeFailure(kind, f"{side}: its input arena cannot be mapped: {exc}") from None
-    finally:
-        os.close(fd)
-
-
-def input_signature(inputs: Mapping[str, Any]) -> tuple[Any, ...]:
-    import torch
-
-    return tuple((name, (tuple(v.shape), str(v.dtype)) if isinstance(v, torch.Tensor) else
-                  ("value", json.dumps(v, sort_keys=True, default=str)))
-                 for name, v in sorted(inputs.items()))
-
-
-def slot_layout(inputs: Mapping[str, Any], start: int) -> tuple[dict[str, Any], int]:
-    """Where each tensor input of one slot lives in an arena (contiguous, 256-byte aligned), and
-    the end offset. Non-tensor inputs travel as JSON values."""
-    import torch
-
-    layout: dict[str, Any] = {}
-    offset = start
-    for name, value in inputs.items():
-        if isinstance(value, torch.Tensor):
-            if value.device.type != "cuda":
-                raise JudgeFailure("task_error", f"input {name!r} is on {value.device}; the "
-                                   "inputs factory must put tensors on the device it is given")
-            offset = -(-offset // ALIGN) * ALIGN
-            layout[name] = {"offset": offset, "dtype": protocol.dtype_name(value.dtype),
-                            "shape": list(value.shape),
-                            "strides": list(protocol.contiguous_strides(value.shape))}
-            offset += value.numel() * value.element_size()
-        else:
-            try:
-                json.dumps(value)
-            except TypeError:
-                raise JudgeFailure("task_error", f"input {name!r} is a {type(value).__name__}; "
-                                   "inputs are tensors or JSON values") from None
-            layout[name] = {"value": value}
-    return layout, -(-offset // ALIGN) * ALIGN
-
-
-def arena_views(buffer: Any, layout: Mapping[str, Any], shift: int = 0) -> dict[str, Any]:
-    """Typed views of ``layout``'s tensors in ``buffer`` (a uint8 tensor), ``shift`` bytes on."""
-    from aka_core.evaluation import cuda_ipc
-
-    return {name: cuda_ipc.view(buffer, item["offset"] + shift,
-                                protocol.torch_dtype(item["dtype"]), tuple(item["shape"]))
-            for name, item in layout.items() if "offset" in item}
-
-
-def shifted(layout: Mapping[str, Any], shift: int) -> dict[str, Any]:
-    return {name: ({**item, "offset": item["offset"] + shift} if "offset" in item else item)
-            for name, item in layout.items()}
 
 
 # --------------------------------------------------------------------------- helpers

@@ -49,22 +49,26 @@ import math
 import random
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aka_core import cost
 from aka_core.evaluation import checking, protocol, stats
-from aka_core.evaluation.judge import (
+from aka_core.evaluation.arena import (
     ALIGN,
     CTRL_BYTES,
-    INFRA,
-    Judge,
-    JudgeFailure,
     OutputReader,
-    derive_seed,
+    arena_views,
+    map_runner_arena,
+    shifted,
     slot_layout,
 )
 from aka_core.evaluation.runner import DONE_OFFSET, GO_OFFSET
+from aka_core.evaluation.seeds import derive_seed
 from aka_core.evaluation.sides import SideFailure
+from aka_core.failures import INFRA, JudgeFailure
+
+if TYPE_CHECKING:  # the judge passes itself to measure(); this module never imports it
+    from aka_core.evaluation.judge import Judge
 
 ESTIMATE_CALLS = 2
 MAX_CALLS = 2000
@@ -102,8 +106,6 @@ class SideSlots:
 
     def __init__(self, judge: Judge, side: str, layout: Mapping[str, Any], region: int, count: int,
                  out_bytes: int):
-        from aka_core.evaluation.judge import map_runner_arena, shifted
-
         self.judge, self.side, self.count = judge, side, count
         self.region = region
         size = CTRL_BYTES + region * count
@@ -219,8 +221,6 @@ class CaseTimer:
     def make_stage(self) -> None:
         """The judge's private copy of a block's inputs, laid out like a runner's slots."""
         import torch
-
-        from aka_core.evaluation.judge import arena_views
 
         self.stage = torch.empty(self.region * self.count, dtype=torch.uint8, device="cuda")
         self.stage_views = [arena_views(self.stage, self.layout, j * self.region)
@@ -506,8 +506,6 @@ class CaseTimer:
         return checking.with_l2_slack(self.judge.req.tolerance, AUDIT_L2_SLACK)
 
     def slot_inputs(self, side: str, j: int) -> dict[str, Any]:
-        from aka_core.evaluation.judge import arena_views
-
         return arena_views(self.slots[side].arena.bytes, self.layout, CTRL_BYTES + j * self.region)
 
     # ------------------------------------------------------------------ the case

@@ -107,7 +107,7 @@ class WarmRunners:
     def protected_for(self, side: str, protected: Sequence[str]) -> list[str]:
         """``protected``, the folders every runner is kept from, and the other side's folders."""
         from aka_core.evaluation import kernel_cache
-        from aka_core.evaluation.judge import SANDBOX_PROTECTED_ALWAYS
+        from aka_core.sandbox import SANDBOX_PROTECTED_ALWAYS
 
         store = kernel_cache.store()
         other = next(s for s in SIDES if s != side)
