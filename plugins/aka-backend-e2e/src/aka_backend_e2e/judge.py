@@ -61,6 +61,7 @@ from aka_backend_e2e.workload import (
     load_workload,
 )
 from aka_core.errors import ConfigError
+from aka_core.failures import FailureKind
 from aka_core.records import JudgeRequest
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class JudgeFailure(Exception):
 
     def to_failure(self) -> dict[str, Any]:
         return {"kind": self.kind, "phase": self.phase, "message": self.message,
-                "retryable": self.kind == "infra_error", **self.details}
+                "retryable": self.kind == FailureKind.INFRA_ERROR, **self.details}
 
 
 class E2EJudge:
@@ -145,7 +146,7 @@ class Evaluation:
             self.record["failure"] = exc.to_failure()
         except Exception as exc:  # the judge's own fault: never the candidate's
             self.record["failure"] = {
-                "kind": "infra_error", "phase": self._phase or "setup", "retryable": True,
+                "kind": FailureKind.INFRA_ERROR, "phase": self._phase or "setup", "retryable": True,
                 "message": f"the e2e judge failed: {type(exc).__name__}: {exc}",
                 "traceback": traceback.format_exc()[-4000:]}
         finally:
@@ -185,7 +186,7 @@ class Evaluation:
             workload = load_workload(req.baseline)
             check_lock(req.baseline, workload)
         except ConfigError as exc:
-            raise JudgeFailure("task_error", "setup", str(exc)) from None
+            raise JudgeFailure(FailureKind.TASK_ERROR, "setup", str(exc)) from None
         self.workload = workload
         self.record["device"] = self.describe_device()
         self.record["e2e"].update(
@@ -194,7 +195,7 @@ class Evaluation:
             entrypoints=list(workload.kernels.entrypoints), editable=list(req.task.editable),
             correctness_seed="secret" if self.secret is not None else workload.correctness.seed)
         if workload.engine != "builtin":
-            raise JudgeFailure("infra_error", "setup", f"the {workload.engine} engine is not "
+            raise JudgeFailure(FailureKind.INFRA_ERROR, "setup", f"the {workload.engine} engine is not "
                                "supported by this judge yet: only the builtin engine is")
         from aka_backend_e2e.model import config_by_name
         from aka_backend_e2e.weights import WeightsError, read_weights, same_digest
@@ -204,18 +205,18 @@ class Evaluation:
         try:
             path, digest = builtin_weights(workload.model.config, workload.model.seed)
         except (ConfigError, OSError) as exc:
-            raise JudgeFailure("infra_error", "setup", f"cannot make the model's weights: {exc}"
+            raise JudgeFailure(FailureKind.INFRA_ERROR, "setup", f"cannot make the model's weights: {exc}"
                                ) from None
         if workload.weights_digest is None or not same_digest(digest, workload.weights_digest):
             raise JudgeFailure(
-                "infra_error", "setup", f"the weights generated here ({path}) have digest "
+                FailureKind.INFRA_ERROR, "setup", f"the weights generated here ({path}) have digest "
                 f"{digest}, the workload pins {workload.weights_digest}: this host cannot "
                 "reproduce the task's model (delete the cached file to generate it again)",
                 retryable=False)
         try:
             self.weights, _ = read_weights(path, digest)
         except (OSError, WeightsError) as exc:
-            raise JudgeFailure("infra_error", "setup", f"cannot read the weights: {exc}"
+            raise JudgeFailure(FailureKind.INFRA_ERROR, "setup", f"cannot read the weights: {exc}"
                                ) from None
         self.weights_path, self.weights_digest = path, digest
         self.build_trees()
@@ -265,7 +266,7 @@ class Evaluation:
                     continue
                 total += src.stat().st_size
                 if total > MAX_TREE_BYTES:
-                    raise JudgeFailure("compile", "setup", f"the candidate's kernel tree holds "
+                    raise JudgeFailure(FailureKind.COMPILE, "setup", f"the candidate's kernel tree holds "
                                        f"more than {MAX_TREE_BYTES >> 20} MiB")
                 (cand / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, cand / rel)
@@ -387,10 +388,10 @@ class Evaluation:
                     if not verdict.passed:
                         self.record["e2e"]["oracle"] = {"operator": worst}
                         if arm == "baseline":
-                            raise JudgeFailure("task_error", "correctness", "the task's own "
+                            raise JudgeFailure(FailureKind.TASK_ERROR, "correctness", "the task's own "
                                                f"kernels fail the operator oracle: "
                                                f"{verdict.message}")
-                        raise JudgeFailure("correctness", "correctness", verdict.message,
+                        raise JudgeFailure(FailureKind.CORRECTNESS, "correctness", verdict.message,
                                            entrypoint=name, case=case.name)
         self.record["e2e"]["oracle"] = {"operator": worst}
 
@@ -429,7 +430,7 @@ class Evaluation:
                        "max_regret": scored["candidate"]["max_regret"],
                        "mean_regret": scored["candidate"]["mean_regret"]})
         if not passed:
-            raise JudgeFailure("correctness", "correctness", "the model served with the "
+            raise JudgeFailure(FailureKind.CORRECTNESS, "correctness", "the model served with the "
                                f"candidate's kernels generates wrong tokens: {why}")
 
     def score(self, arm: str, requests: Sequence[Request], result: RunResult,
@@ -514,7 +515,7 @@ class Evaluation:
         failing = [c for c in results if c.tpot["passed"] is False]
         if failing:
             c = failing[0]
-            raise JudgeFailure("policy", "timing", f"case {c.case}: the candidate's p99 time per "
+            raise JudgeFailure(FailureKind.POLICY, "timing", f"case {c.case}: the candidate's p99 time per "
                                f"output token {c.tpot['candidate_p99_ms']:.3f} ms exceeds the "
                                f"workload's limit {c.tpot['limit_ms']} ms")
 
@@ -559,7 +560,7 @@ class Audit:
         cand = out["candidate"]
         for key in ("max_regret", "mean_regret"):
             if cand[key] > allowance[key]:
-                raise JudgeFailure("correctness", "timing", f"case {self.case.name}: the "
+                raise JudgeFailure(FailureKind.CORRECTNESS, "timing", f"case {self.case.name}: the "
                                    f"candidate's timed runs generate wrong tokens: {key} "
                                    f"{cand[key]:.4g} nats exceeds {allowance[key]:.4g}",
                                    audit=out)

@@ -21,8 +21,10 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
+from aka_core.failures import FailureKind
+
 ARMS = ("baseline", "candidate")
-INFRA = "infra_error"
+INFRA = FailureKind.INFRA_ERROR
 
 
 @attrs.frozen
@@ -140,7 +142,7 @@ class EngineFailure(Exception):
     """An engine run failed: the candidate's fault on the candidate arm, the evaluator's on the
     baseline arm (its engine and tree are the task's)."""
 
-    kind: ClassVar[str] = "crashed"
+    kind: ClassVar[FailureKind] = FailureKind.CRASHED
     """The failure kind (``record["failure"]["kind"]``) when the candidate arm failed."""
     baseline_kind: ClassVar[str] = INFRA
     """The kind when the baseline arm failed."""
@@ -171,40 +173,40 @@ class EngineFailure(Exception):
 class EngineCrashed(EngineFailure):
     """The engine process exited (or its server died) before the run was over."""
 
-    kind = "crashed"
+    kind = FailureKind.CRASHED
 
 
 class EngineTimeout(EngineFailure):
     """The engine did not answer within a deadline."""
 
-    kind = "timeout"
+    kind = FailureKind.TIMEOUT
 
 
 class EngineProtocolError(EngineFailure):
     """The engine sent something it must not (malformed, oversized, unknown request, too many
     tokens), or did not prove it called the kernel tree's entrypoints."""
 
-    kind = "protocol"
+    kind = FailureKind.PROTOCOL
 
 
 class KernelLoadFailed(EngineFailure):
     """The arm's kernel tree did not import, or lacks an entrypoint."""
 
-    kind = "compile"
-    baseline_kind = "task_error"
+    kind = FailureKind.COMPILE
+    baseline_kind = FailureKind.TASK_ERROR
 
 
 class SettingChanged(EngineFailure):
     """The server runs with other settings than the workload declares (model, context length)."""
 
-    kind = "policy"
+    kind = FailureKind.POLICY
 
 
 class CountCheckFailed(EngineFailure):
     """A run's counts or timestamps are impossible for the fixed work (requests missing, short
     outputs, a duration shorter than a request's latency)."""
 
-    kind = "timing_check"
+    kind = FailureKind.TIMING_CHECK
 
     def __init__(self, violations: Sequence[str], *, arm: str, phase: str = "timing"):
         super().__init__("count check failed: " + "; ".join(violations), arm=arm, phase=phase,
