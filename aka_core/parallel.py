@@ -202,6 +202,10 @@ def claim_next(queue: TaskQueue, run_dir: Path, task_ids: Sequence[str], worker:
     return None
 
 
+# --------------------------------------------------------------------------- the parent
+
+
+@attrs.define
 class _Worker:
     slot: Slot
     process: subprocess.Popen[bytes] | None = None
