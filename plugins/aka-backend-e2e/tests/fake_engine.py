@@ -17,6 +17,11 @@ protocol (confine, load, generate, stop), no torch, deterministic tokens, and fa
     bad_weights      the weights "do not match" their digest
     no_confine       the sandbox "cannot be applied"
     child            start a grandchild that sleeps (the adapter must kill the whole group)
+    unlimited        serve every request it was sent at once (no slots: the judge's client is
+                     the only limit), reading commands while it serves; log the most requests
+                     it ever held (``max_outstanding=N`` on stderr)
+    ahead            during the first request, send a token for ``req-4`` (which a client that
+                     holds requests back has not sent yet)
 
 After confining it probes the sandbox: it reads a file of the kernel tree (allowed) and
 ``$FAKE_ENGINE_PROBE`` (protected), and reports both in its load reply.
@@ -27,8 +32,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 
 MODE = os.environ.get("FAKE_ENGINE_MODE", "ok")
@@ -80,11 +87,47 @@ def generate(requests: list[dict], served: list[int]) -> None:
                     os._exit(1)
                 if MODE == "stranger":
                     reply({"step": [["nobody", 1, -0.1]]})
+            if MODE == "ahead" and served[0] == 1 and position == 0:
+                reply({"step": [["req-4", 1, -0.1]]})
             tok, logprob = token(req["prompt"], position)
             reply({"step": [[req["id"], tok, logprob]]})
             time.sleep(0.001)
         reply({"done": req["id"]})
     reply({"idle": True, "steps": sum(r["max_tokens"] for r in requests)})
+
+
+def serve_unlimited(stdin_lines: queue.Queue[dict | None]) -> None:
+    """Every request sent is served at once, one token per request per step."""
+    active: dict[str, list] = {}
+    most = 0
+    while True:
+        block = not active
+        while True:
+            try:
+                command = stdin_lines.get(block=block)
+            except queue.Empty:
+                break
+            block = False
+            if command is None or command["op"] == "stop":
+                reply({"ok": True})
+                return
+            for req in command.get("requests", []):
+                active[req["id"]] = [req, 0]
+            most = max(most, len(active))
+            print(f"max_outstanding={most}", file=sys.stderr, flush=True)
+        step = []
+        for rid, entry in list(active.items()):
+            tok, logprob = token(entry[0]["prompt"], entry[1])
+            step.append([rid, tok, logprob])
+            entry[1] += 1
+        reply({"step": step})
+        for rid, entry in list(active.items()):
+            if entry[1] >= entry[0]["max_tokens"]:
+                del active[rid]
+                reply({"done": rid})
+        if not active:
+            reply({"idle": True, "steps": 0})
+        time.sleep(0.002)
 
 
 def main() -> None:
@@ -115,6 +158,17 @@ def main() -> None:
            "entrypoints_called": called, "load": load,
            "probe": {"kernels": probe(os.path.join(load["kernels"], "norm.py")),
                      "protected": probe(os.environ.get("FAKE_ENGINE_PROBE", "/nonexistent"))}})
+    if MODE == "unlimited":
+        lines: queue.Queue[dict | None] = queue.Queue()
+
+        def read() -> None:
+            for line in sys.stdin:
+                lines.put(json.loads(line))
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        serve_unlimited(lines)
+        return
     served = [0]
     for line in sys.stdin:
         command = json.loads(line)

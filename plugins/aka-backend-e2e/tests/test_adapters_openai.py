@@ -91,7 +91,7 @@ def serve(tmp_path: Path, trees, arm: str = "candidate", wl: Workload | None = N
           ad: OpenAIAdapter | None = None, requests: int = 6):
     wl = wl or workload()
     case = wl.cases[0]
-    reqs = measure.case_requests(attrs.evolve(case, requests=requests), 1000)
+    reqs = measure.case_requests(attrs.evolve(case, requests=requests), 1000, prompt_key="k")
     run = (ad or adapter()).start(arm, trees[arm], wl, case, tmp_path / "logs")
     try:
         return run.generate(reqs, math.inf), reqs, run
@@ -127,7 +127,7 @@ def test_run_case_measures_the_faster_arm(tmp_path, trees):
     wl = workload()
     case = attrs.evolve(wl.cases[0], requests=4, warmup_requests=1, output_len=(10, 10))
     spec = RunSpec(workload=wl, kernels=trees, log_dir=tmp_path / "logs")
-    result = measure.run_case(ad, spec, case, min_pairs=2, max_pairs=2, aa_floor=0.5,
+    result = measure.run_case(ad, spec, case, min_pairs=2, max_pairs=2, aa_floor=0.5, prompt_key="k",
                               vocab_size=1000)
     assert len(result.pairs) == 2
     # 2, less the mock's fixed per-request overhead (a few to tens of ms on a busy host)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -58,12 +59,12 @@ def fake_adapter(tmp_path: Path, mode: str = "ok", **options) -> BuiltinAdapter:
 
 
 def serve(adapter: BuiltinAdapter, tree: Path, tmp_path: Path, arm: str = "candidate",
-          rate: float = math.inf, count: int = 5):
+          rate: float = math.inf, count: int = 5, max_concurrency: int | None = None):
     wl = workload()
-    reqs = measure.case_requests(attrs.evolve(wl.cases[0], requests=count), 512)
+    reqs = measure.case_requests(attrs.evolve(wl.cases[0], requests=count), 512, prompt_key="k")
     run = adapter.start(arm, tree, wl, wl.cases[0], tmp_path / "logs")
     try:
-        return run.generate(reqs, rate), reqs, run
+        return run.generate(reqs, rate, max_concurrency=max_concurrency), reqs, run
     finally:
         run.stop()
 
@@ -79,7 +80,7 @@ def test_the_real_engine_serves_confined(tmp_path, tree):
     adapter = BuiltinAdapter(weights=path, weights_digest=digest, device="cpu", timeouts=QUICK,
                              env={"OMP_NUM_THREADS": "1"}, scratch_root=tmp_path / "scratch")
     wl = workload()
-    reqs = measure.case_requests(wl.cases[0], 512)
+    reqs = measure.case_requests(wl.cases[0], 512, prompt_key="k")
     run = adapter.start("candidate", tree, wl, wl.cases[0], tmp_path / "logs")
     try:
         first = run.generate(reqs, math.inf)
@@ -124,7 +125,7 @@ def test_protocol_timestamps_and_the_sandbox(tmp_path, tree):
 def test_requests_over_time_and_check(tmp_path, tree):
     adapter = fake_adapter(tmp_path)
     wl = workload()
-    reqs = measure.case_requests(attrs.evolve(wl.cases[0], requests=4), 512)
+    reqs = measure.case_requests(attrs.evolve(wl.cases[0], requests=4), 512, prompt_key="k")
     run = adapter.start("candidate", tree, wl, wl.cases[0], tmp_path / "logs")
     try:
         result = run.generate(reqs, 20.0)
@@ -226,3 +227,94 @@ def group_members(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             members.append(int(entry))
     return members
+
+
+# --------------------------------------------------------------------------- the client's limits
+
+
+def most_outstanding(tmp_path: Path) -> int:
+    log = (tmp_path / "logs" / "engine.candidate.log").read_text()
+    return max(int(n) for n in re.findall(r"max_outstanding=(\d+)", log))
+
+
+@pytest.mark.parametrize("rate", [math.inf, 200.0], ids=["all_at_once", "poisson"])
+def test_the_client_never_has_more_than_max_concurrency_in_flight(tmp_path, tree, rate):
+    # The engine runs the candidate's code, which may patch its slots: this one serves every
+    # request it is sent at once. The judge's client is the limit, at every request rate.
+    result, reqs, _ = serve(fake_adapter(tmp_path, "unlimited"), tree, tmp_path, rate=rate,
+                            count=6, max_concurrency=2)
+    measure.check_counts(result, reqs, max_concurrency=2)
+    assert measure.max_in_flight(result) == 2
+    assert most_outstanding(tmp_path) == 2, "the engine never held more than the limit"
+
+
+def test_without_the_clients_limit_the_engine_takes_everything(tmp_path, tree):
+    # What the limit prevents (and why the test above can fail): all six at once.
+    result, reqs, _ = serve(fake_adapter(tmp_path, "unlimited"), tree, tmp_path, count=6)
+    assert most_outstanding(tmp_path) == 6
+    with pytest.raises(CountCheckFailed, match="6 requests were in flight at once"):
+        measure.check_counts(result, reqs, max_concurrency=2)
+
+
+def test_a_token_for_a_request_held_back_is_a_protocol_violation(tmp_path, tree):
+    # req-4's id is predictable, but the client has not sent it yet: the engine cannot answer it.
+    with pytest.raises(EngineProtocolError, match=r"req-4'?, which was not sent"):
+        serve(fake_adapter(tmp_path, "ahead"), tree, tmp_path, max_concurrency=2)
+
+
+DAEMON = """
+import os, subprocess, sys, time
+from aka_backend_e2e.engine_main import supervise
+supervise()
+# a daemon in a session of its own, out of the process group, its parent gone at once
+subprocess.Popen([sys.executable, "-c", "import os, sys; os.fork() or os.execv(sys.executable, "
+                  "[sys.executable, '-c', 'import time; time.sleep(120)', 'aka-e2e-' + "
+                  "sys.argv[1]])", "{suffix}"], start_new_session=True, stdin=subprocess.DEVNULL)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_stop_kills_processes_that_left_the_group(tmp_path):
+    import subprocess
+
+    suffix = f"daemon-{os.getpid()}-{time.monotonic_ns()}"
+    marker = f"aka-e2e-{suffix}"  # in the daemon's command line only
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", DAEMON.format(suffix=suffix)],
+                            stdout=subprocess.PIPE, env=env, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+    deadline = time.monotonic() + 10
+    # Orphaned at once, the daemon comes back to the supervisor (a subreaper), not to init.
+    while [parent_of(p) for p in with_marker(marker)] != [proc.pid] and (
+            time.monotonic() < deadline):
+        time.sleep(0.05)
+    (daemon,) = with_marker(marker)
+    assert parent_of(daemon) == proc.pid
+    assert daemon not in group_members(proc.pid), "the daemon left the group"
+    builtin.kill_group(proc)
+    deadline = time.monotonic() + 10
+    while with_marker(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert with_marker(marker) == []
+
+
+def with_marker(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker.encode() in cmdline and state != "Z":
+                found.append(int(entry))
+    return found
+
+
+def parent_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0

@@ -276,14 +276,54 @@ class Case:
 
 
 def test_case_requests_are_fixed_and_within_bounds():
-    a = measure.case_requests(Case(), 50)
-    assert a == measure.case_requests(Case(), 50)
-    assert a != measure.case_requests(Case(seed=2), 50)
+    a = measure.case_requests(Case(), 50, prompt_key="k")
+    assert a == measure.case_requests(Case(), 50, prompt_key="k")
+    assert a != measure.case_requests(Case(seed=2), 50, prompt_key="k")
     assert len(a) == 6 and len({r.id for r in a}) == 6
     assert all(3 <= len(r.prompt) <= 6 and 2 <= r.max_tokens <= 4 for r in a)
     assert all(0 <= t < 50 for r in a for t in r.prompt)
-    warm = measure.case_requests(Case(), 50, warmup=True)
+    warm = measure.case_requests(Case(), 50, prompt_key="k", warmup=True)
     assert len(warm) == 2 and not {r.id for r in warm} & {r.id for r in a}
+
+
+def test_prompts_come_from_the_secret_and_lengths_from_the_case_seed():
+    # What the agent sees (the case, its seed) fixes the amount of work, never the tokens: with
+    # known weights, known prompts would let a candidate emit greedy outputs computed ahead.
+    case = Case(input_len=(20, 40), requests=8)
+    one = measure.case_requests(case, 50_000, prompt_key="secret-1")
+    other = measure.case_requests(case, 50_000, prompt_key="secret-2")
+    assert [(len(r.prompt), r.max_tokens) for r in one] == [
+        (len(r.prompt), r.max_tokens) for r in other], "the same work in every evaluation"
+    assert all(a.prompt != b.prompt for a, b in zip(one, other, strict=True))
+    assert measure.case_requests(case, 50_000, prompt_key="secret-1") == one, "both arms alike"
+    # One request's prompt says nothing of the next: each has a generator of its own.
+    assert len({r.prompt[:10] for r in one}) == len(one)
+    with pytest.raises(TypeError):
+        measure.case_requests(case, 50_000)  # type: ignore[call-arg]  # no key, no prompts
+
+
+def test_run_case_gives_every_run_the_same_secret_prompts_and_the_concurrency_limit(tmp_path):
+    adapter = FakeAdapter({"baseline": [100.0] * 4, "candidate": [100.0] * 4})
+    seen: list[list[Request]] = []
+    measure.run_case(adapter, spec(tmp_path), Case(max_concurrency=3), min_pairs=2, max_pairs=2,
+                     aa_floor=0.5, vocab_size=50, prompt_key="s3cret",
+                     on_run=lambda arm, i, reqs, res: seen.append(list(reqs)))
+    assert len(seen) == 4 and all(reqs == seen[0] for reqs in seen)
+    assert seen[0] == measure.case_requests(Case(), 50, prompt_key="s3cret")
+    assert adapter.limits == [3] * 8, "warm-up and timed generates, every run"
+
+
+def test_requests_in_flight_by_the_judges_clock():
+    # a: [0, 1), b: [0, 2), c sent at 1.0 when a completed at 1.0: never more than 2 at once.
+    run = result(a=(0.0, [0.5], 1.0), b=(0.0, [1.5], 2.0), c=(1.0, [1.5], 2.5))
+    reqs = [Request(id=i, prompt=(1,), max_tokens=1) for i in "abc"]
+    assert measure.max_in_flight(run) == 2
+    assert measure.count_violations(run, reqs, max_concurrency=2) == []
+    found = measure.count_violations(run, reqs, max_concurrency=1)
+    assert any("2 requests were in flight at once" in v for v in found), found
+    # A request never completed stays in flight.
+    hung = result(a=(0.0, [0.5], None), b=(1.0, [1.5], 2.0))
+    assert measure.max_in_flight(hung) == 2
 
 
 def test_arrival_offsets():
@@ -303,15 +343,20 @@ class FakeRun:
     def __init__(self, adapter: FakeAdapter, arm: str, speed: float):
         self.arm, self.adapter, self.speed = arm, adapter, speed
 
-    def generate(self, requests, rate, *, seed=0):
+    def generate(self, requests, rate, *, seed=0, max_concurrency=None):
+        self.adapter.limits.append(max_concurrency)
         t0 = self.adapter.clock
+        limit = max_concurrency or len(requests)
         out = {}
+        free = [t0] * limit  # when each of the client's places is free again
         for req in requests:
-            r = RequestResult(id=req.id, expected_tokens=req.max_tokens, sent=t0)
+            place = min(range(limit), key=free.__getitem__)
+            sent = free[place]
+            r = RequestResult(id=req.id, expected_tokens=req.max_tokens, sent=sent)
             n = req.max_tokens - (1 if self.adapter.short == self.arm else 0)
             for k in range(n):
-                r.add(k, -0.1, t0 + (k + 1) / self.speed)
-            r.completed = t0 + n / self.speed + 1e-6
+                r.add(k, -0.1, sent + (k + 1) / self.speed)
+            r.completed = free[place] = sent + n / self.speed + 1e-6
             out[req.id] = r
         end = max(r.completed for r in out.values())
         self.adapter.clock = end + 1.0
@@ -332,6 +377,7 @@ class FakeAdapter:
         self.started: list[tuple[str, Path]] = []
         self.stopped = 0
         self.clock = 100.0
+        self.limits: list[int | None] = []
 
     def start(self, arm, kernels_dir, workload, case, log_dir):
         self.started.append((arm, Path(log_dir)))
@@ -349,7 +395,7 @@ def test_run_case_stops_at_min_pairs_when_quiet(tmp_path):
     adapter = FakeAdapter({"baseline": [100.0] * 8, "candidate": [150.0] * 8})
     seen = []
     case = measure.run_case(adapter, spec(tmp_path), Case(), min_pairs=3, max_pairs=8,
-                            aa_floor=0.005, vocab_size=50,
+                            aa_floor=0.005, vocab_size=50, prompt_key="k",
                             on_run=lambda arm, i, reqs, res: seen.append((arm, i, len(reqs))))
     assert [arm for arm, _ in adapter.started] == ["baseline", "candidate", "candidate",
                                                    "baseline", "baseline", "candidate"]
@@ -365,7 +411,7 @@ def test_run_case_adds_pairs_while_noisy(tmp_path):
     noise = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.1, 0.9]
     adapter = FakeAdapter({"baseline": [100.0] * 8, "candidate": [150.0 * n for n in noise]})
     case = measure.run_case(adapter, spec(tmp_path), Case(), min_pairs=3, max_pairs=5,
-                            aa_floor=0.005, vocab_size=50)
+                            aa_floor=0.005, vocab_size=50, prompt_key="k")
     assert len(case.pairs) == 5 and case.stopped == "max_pairs"
     assert case.spread > 0.005
 
@@ -374,11 +420,11 @@ def test_run_case_count_failure_and_crash_propagate_and_stop_engines(tmp_path):
     adapter = FakeAdapter({"baseline": [100.0] * 8, "candidate": [150.0] * 8}, short="candidate")
     with pytest.raises(CountCheckFailed) as caught:
         measure.run_case(adapter, spec(tmp_path), Case(), min_pairs=3, max_pairs=8,
-                         aa_floor=0.005, vocab_size=50)
+                         aa_floor=0.005, vocab_size=50, prompt_key="k")
     assert caught.value.arm == "candidate" and caught.value.phase == "warmup"
     assert adapter.stopped == len(adapter.started) == 2
     adapter = FakeAdapter({"baseline": [100.0] * 8, "candidate": [150.0] * 8}, crash_at=3)
     with pytest.raises(EngineCrashed) as crashed:
         measure.run_case(adapter, spec(tmp_path), Case(), min_pairs=3, max_pairs=8,
-                         aa_floor=0.005, vocab_size=50)
+                         aa_floor=0.005, vocab_size=50, prompt_key="k")
     assert crashed.value.failure_kind == "crashed"

@@ -40,6 +40,7 @@ from typing import Any
 from aka_core.evaluation import protocol
 
 MAX_COMMAND_BYTES = 256 * 2**20
+PR_SET_CHILD_SUBREAPER = 36
 MAX_REPLY_BYTES = 256 * 2**20
 WAIT_FOREVER_S = 24 * 3600.0
 
@@ -311,7 +312,63 @@ def _short_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc, limit=-8))[-3000:]
 
 
+def supervise() -> None:
+    """Split this process in two before anything of a kernel tree can run: the child returns and
+    goes on as the engine; this process stays behind as its supervisor, a child subreaper that
+    runs no code of the tree. A process the engine's tree leaves behind (a daemon that started
+    a session of its own, out of reach of the judge's kill of the process group) becomes the
+    supervisor's child instead of init's, so it stays in the tree below the process the judge
+    started, which the judge freezes and kills when it stops the engine; and when the engine
+    exits, the supervisor kills whatever is left below it. The engine confines itself after the
+    split, so (Landlock ABI 6 and later) it cannot signal the supervisor."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        return  # no subreaper here: the judge's kill of the tree is all there is
+    engine = os.fork()
+    if engine == 0:
+        return
+    # The supervisor holds none of the protocol's pipes: the judge sees their end when the
+    # engine's tree is gone.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    code, engine_gone = 1, False
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid == engine:
+            code = os.waitstatus_to_exitcode(status)
+            code, engine_gone = (code if code >= 0 else 128 - code), True
+        if engine_gone:  # nothing of the engine's may outlive it
+            _kill_below()
+    os._exit(code)
+
+
+def _kill_below() -> None:
+    """Freeze then kill every process below this one (a frozen parent forks no new child)."""
+    import signal
+
+    from aka_core.processes import signal_pids, signal_tree
+
+    below = [pid for child in _children() for pid in signal_tree(child, signal.SIGSTOP)]
+    signal_pids(below, signal.SIGKILL)
+
+
+def _children() -> list[int]:
+    from aka_core.processes import children
+
+    return children(os.getpid())
+
+
 def main() -> None:
+    supervise()
     # stdout is the protocol's channel only: keep its descriptor for replies, and point fd 1
     # (and sys.stdout) at stderr for everything else, prints of the kernels included.
     reply_fd = os.dup(1)

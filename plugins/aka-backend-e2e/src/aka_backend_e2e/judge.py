@@ -116,8 +116,16 @@ class Evaluation:
         self.weights: dict[str, torch.Tensor] | None = None
         self.weights_path: Path | None = None
         self.weights_digest: str | None = None
+        # The held-out secret (the operator oracle's inputs); 128 bits when drawn here, so that
+        # no engine can search for it from what it is sent.
         self.secret = (request.held_out_seed if request.held_out_seed is not None
-                       else secrets.randbits(31)) if request.held_out else None
+                       else secrets.randbits(128)) if request.held_out else None
+        # Every prompt's tokens (correctness, warm-up, timed) come from this key: the held-out
+        # secret, or a fresh one when held-out is off. The agent knows the weights and the
+        # workload, so prompts it could know would let it emit greedy outputs it computed ahead.
+        # It is never sent to an engine (only the prompts are), nor put in its environment.
+        self.prompt_key = (str(self.secret) if self.secret is not None
+                           else secrets.token_hex(16))
         self.allowance: dict[str, float] = {}
         self._phase: str | None = None
         self._phase_started = time.monotonic()
@@ -141,7 +149,13 @@ class Evaluation:
         except JudgeFailure as exc:
             self.record["failure"] = exc.to_failure()
         except EngineFailure as exc:
-            self.record["failure"] = exc.to_failure()
+            failure = exc.to_failure()
+            if self._phase == "timing":
+                # The core's gates know the judge's phases, not the engine's steps: a timed
+                # run's crash, hang or protocol violation makes the timing unsound (never an
+                # accepted candidate with its timing missing).
+                failure["engine_phase"], failure["phase"] = failure.get("phase"), "timing"
+            self.record["failure"] = failure
         except EngineSetupError as exc:
             self.record["failure"] = exc.to_failure()
         except Exception as exc:  # the judge's own fault: never the candidate's
@@ -193,7 +207,8 @@ class Evaluation:
             engine=workload.engine, model=workload.model_label, workload_digest=workload.digest,
             weights_digest=workload.weights_digest, lock=f"{LOCK_FILE} matches",
             entrypoints=list(workload.kernels.entrypoints), editable=list(req.task.editable),
-            correctness_seed="secret" if self.secret is not None else workload.correctness.seed)
+            correctness_seed="secret" if self.secret is not None else workload.correctness.seed,
+            prompts="secret")
         if workload.engine != "builtin":
             raise JudgeFailure(FailureKind.INFRA_ERROR, "setup", f"the {workload.engine} engine is not "
                                "supported by this judge yet: only the builtin engine is")
@@ -396,13 +411,16 @@ class Evaluation:
         self.record["e2e"]["oracle"] = {"operator": worst}
 
     def correctness_requests(self) -> list[Request]:
+        """The model oracle's prompts: lengths from the workload's seed (the same work in every
+        evaluation), tokens from the evaluation's prompt key (``measure.prompt_tokens``)."""
+        from aka_backend_e2e.measure import prompt_tokens
+
         assert self.workload is not None and self.config is not None
         corr = self.workload.correctness
-        seed = self.secret if self.secret is not None else corr.seed
-        rng = random.Random(f"aka-e2e-correctness:{seed}")
+        rng = random.Random(f"aka-e2e-correctness:{corr.seed}")
         return [Request(id=f"check-{i}",
-                        prompt=tuple(rng.randrange(self.config.vocab)
-                                     for _ in range(rng.randint(*corr.input_len))),
+                        prompt=prompt_tokens(self.prompt_key, "correctness", i,
+                                             rng.randint(*corr.input_len), self.config.vocab),
                         max_tokens=corr.output_len)
                 for i in range(corr.prompts)]
 
@@ -412,10 +430,11 @@ class Evaluation:
         assert self.workload is not None
         corr = self.workload.correctness
         requests = self.correctness_requests()
+        slots = min(corr.prompts, CORRECTNESS_SLOTS)
         scored: dict[str, dict[str, Any]] = {}
         for arm in ARMS:
-            result = engines[arm].generate(requests, math.inf)
-            check_counts(result, requests, phase="correctness")
+            result = engines[arm].generate(requests, math.inf, max_concurrency=slots)
+            check_counts(result, requests, phase="correctness", max_concurrency=slots)
             scored[arm] = self.score(arm, requests, result)
         base = scored["baseline"]
         self.allowance = {"max_regret": max(corr.max_regret, 2 * base["max_regret"]),
@@ -486,7 +505,7 @@ class Evaluation:
             audit = Audit(self, case)
             result = measure.run_case(adapter, spec, case, aa_floor=bounds.aa_floor,
                                       vocab_size=self.config.vocab, deadline=deadline,
-                                      on_run=audit, **pairs)
+                                      prompt_key=self.prompt_key, on_run=audit, **pairs)
             audits[case.name] = audit.verdict()
             results.append(result)
         summary = measure.summarize_cases(results, seed=0)
@@ -529,8 +548,9 @@ class Audit:
         self.ev, self.case = evaluation, case
         assert evaluation.workload is not None
         self.sample = evaluation.workload.correctness.audit_sequences
-        self.rng = random.Random(evaluation.secret if evaluation.secret is not None else
-                                 f"aka-e2e-audit:{case.name}")
+        # Which sequences are audited is secret whether held-out is on or not: a candidate that
+        # knew it would compute only those.
+        self.rng = random.Random(f"aka-e2e-audit:{evaluation.prompt_key}:{case.name}")
         self.scores: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
 
     def __call__(self, arm: str, pair: int, requests: Sequence[Request],

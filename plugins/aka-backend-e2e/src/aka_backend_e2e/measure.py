@@ -1,8 +1,10 @@
 """How a case is measured: alternating pairs of fresh engine runs, count checks on every run, and
 the statistics the score comes from.
 
-The work is fixed: the same prompts and output lengths (drawn from the case's seed) in every run,
-``ignore_eos`` so every request generates exactly ``max_tokens`` tokens. One run is one fresh
+The work is fixed: the same prompt and output lengths (drawn from the case's seed) in every run,
+``ignore_eos`` so every request generates exactly ``max_tokens`` tokens; the prompts' tokens are
+drawn from the evaluation's secret (the same for both arms, unknown to the candidate ahead). The
+judge's client keeps at most the case's ``max_concurrency`` requests in flight. One run is one fresh
 engine (warm-up requests, then the timed requests); one pair is a baseline run and a candidate
 run, in an order that alternates (pair 0: baseline then candidate, pair 1: candidate then
 baseline, ...) so slow drift of the machine falls on both arms alike.
@@ -25,6 +27,7 @@ Everything but ``run_case`` is a pure function of numbers or ``RunResult``s.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import random
@@ -51,11 +54,25 @@ MAX_VIOLATIONS_SHOWN = 6
 # --------------------------------------------------------------------------- the fixed work
 
 
-def case_requests(case: Any, vocab_size: int, *, warmup: bool = False,
-                  first_token_id: int = 0) -> list[Request]:
-    """The case's requests (``warmup``: its warm-up requests), the same in every run: lengths
-    uniform within the case's bounds (both ends included), prompt tokens uniform in
-    ``[first_token_id, vocab_size)``, all drawn from the case's seed."""
+def prompt_tokens(prompt_key: str, kind: str, index: int, length: int,
+                  vocab_size: int) -> tuple[int, ...]:
+    """The prompt of request ``index`` of ``kind`` (``warmup``, ``req``, ``check``): ``length``
+    token ids uniform in ``[0, vocab_size)``, from a generator of its own seeded with a sha256 of
+    the evaluation's secret ``prompt_key``. Prompts of one request tell nothing of another's, nor
+    of the key (a generator's state, which a long enough prompt may give away, is only a hash)."""
+    digest = hashlib.sha256(f"aka-e2e-prompt:{prompt_key}:{kind}:{index}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest, "little"))
+    return tuple(rng.randrange(vocab_size) for _ in range(length))
+
+
+def case_requests(case: Any, vocab_size: int, *, prompt_key: str,
+                  warmup: bool = False) -> list[Request]:
+    """The case's requests (``warmup``: its warm-up requests). Their lengths come from the case's
+    seed (uniform within the case's bounds, both ends included), so the amount of work is the
+    same in every evaluation; their prompt tokens come from ``prompt_key``, the evaluation's
+    secret (``prompt_tokens``), so that a candidate who knows the weights and the workload cannot
+    compute the greedy outputs ahead and emit them without computing. Both arms of an evaluation
+    get the same requests."""
     count = case.warmup_requests if warmup else case.requests
     rng = random.Random(f"aka-e2e:{case.seed}:{'warmup' if warmup else 'timed'}")
     kind = "warmup" if warmup else "req"
@@ -63,7 +80,7 @@ def case_requests(case: Any, vocab_size: int, *, warmup: bool = False,
     for index in range(count):
         input_len = rng.randint(*case.input_len)
         output_len = rng.randint(*case.output_len)
-        prompt = tuple(rng.randrange(first_token_id, vocab_size) for _ in range(input_len))
+        prompt = prompt_tokens(prompt_key, f"{case.name}:{kind}", index, input_len, vocab_size)
         requests.append(Request(id=f"{kind}-{index}", prompt=prompt, max_tokens=output_len))
     return requests
 
@@ -92,14 +109,34 @@ def pair_order(index: int) -> tuple[str, str]:
 # --------------------------------------------------------------------------- count checks
 
 
-def count_violations(result: RunResult, requests: Sequence[Request]) -> list[str]:
+def max_in_flight(result: RunResult) -> int:
+    """The most requests the judge had in flight at once (sent and not yet completed), by its
+    own timestamps; a request never completed stays in flight. A completion read at the very
+    instant of a send counts first (the judge sends the next request after reading it)."""
+    events: list[tuple[float, int]] = []
+    for r in result.requests.values():
+        if r.sent is None:
+            continue
+        events.append((r.sent, 1))
+        events.append((r.completed if r.completed is not None else math.inf, -1))
+    most = current = 0
+    for _, change in sorted(events):
+        current += change
+        most = max(most, current)
+    return most
+
+
+def count_violations(result: RunResult, requests: Sequence[Request],
+                     max_concurrency: int | None = None) -> list[str]:
     """Every way ``result`` is impossible for the fixed work ``requests`` (empty: it is sound).
 
     Requests: every one sent and completed, none unknown. Tokens: exactly ``max_tokens`` per
     request (ignore_eos), one logprob (finite, <= 0) and one arrival time per token. Time: sent
     <= first token <= ... <= last token <= completion, all within the run's window (``start``
     .. ``end``), which is at least every request's latency; a request with tokens took time; the
-    timed duration (last completion - first send) is positive.
+    timed duration (last completion - first send) is positive. Concurrency (``max_concurrency``
+    given): the judge never had more requests in flight than that (``max_in_flight``: its client
+    sends a request only while fewer are; the engine's own slots are not trusted).
     """
     found: list[str] = []
     wanted = {r.id: r for r in requests}
@@ -165,16 +202,20 @@ def count_violations(result: RunResult, requests: Sequence[Request]) -> list[str
     stalled = sorted(r.id for r in done if r.tokens and not r.completed > r.sent)  # type: ignore[operator]
     if stalled:
         found.append(f"requests that produced tokens in no time: {_some(stalled)}")
+    if max_concurrency is not None and (most := max_in_flight(result)) > max_concurrency:
+        found.append(f"{most} requests were in flight at once, more than the case's "
+                     f"max_concurrency {max_concurrency}")
     if done and not run_duration(result) > 0:
         found.append(f"run duration {run_duration(result):.6f} s is not positive (tokens per "
                      "second undefined)")
     return found
 
 
-def check_counts(result: RunResult, requests: Sequence[Request], *, phase: str = "timing") -> None:
+def check_counts(result: RunResult, requests: Sequence[Request], *, phase: str = "timing",
+                 max_concurrency: int | None = None) -> None:
     """Raise ``CountCheckFailed`` (the fault of ``result.arm``) when ``count_violations`` finds
     anything."""
-    found = count_violations(result, requests)
+    found = count_violations(result, requests, max_concurrency)
     if found:
         raise CountCheckFailed(found, arm=result.arm, phase=phase)
 
@@ -422,29 +463,33 @@ tokens; raising stops the measurement."""
 
 def timed_run(adapter: EngineAdapter, spec: RunSpec, case: Any, arm: str, pair: int,
               requests: Sequence[Request], warmup: Sequence[Request]) -> RunResult:
-    """One fresh engine for ``arm``: warm-up requests (all at once), then the timed requests at
-    the case's rate; count checks on both; the engine is stopped whatever happens."""
+    """One fresh engine for ``arm``: warm-up requests (all due at once), then the timed requests
+    at the case's rate, never more than the case's ``max_concurrency`` in flight (the judge's
+    client holds the rest back); count checks on both; the engine is stopped whatever happens."""
     log_dir = spec.log_dir / case.name / f"pair{pair}-{arm}"
+    limit = int(case.max_concurrency)
     run = adapter.start(arm, spec.tree(arm), spec.workload, case, log_dir)
     try:
         if warmup:
-            check_counts(run.generate(warmup, math.inf), warmup, phase="warmup")
-        result = run.generate(requests, case.request_rate, seed=case.seed)
+            check_counts(run.generate(warmup, math.inf, max_concurrency=limit), warmup,
+                         phase="warmup", max_concurrency=limit)
+        result = run.generate(requests, case.request_rate, seed=case.seed, max_concurrency=limit)
     finally:
         run.stop()
-    check_counts(result, requests)
+    check_counts(result, requests, max_concurrency=limit)
     return result
 
 
 def run_case(adapter: EngineAdapter, spec: RunSpec, case: Any, *, min_pairs: int,
-             max_pairs: int, aa_floor: float, vocab_size: int, seed: int = 0,
+             max_pairs: int, aa_floor: float, vocab_size: int, prompt_key: str, seed: int = 0,
              deadline: float | None = None, on_run: OnRun | None = None) -> CaseResult:
     """Measure ``case``: alternating pairs of fresh runs until the spread is at most
     ``aa_floor`` (at least ``min_pairs``, at most ``max_pairs``; no new pair after ``deadline``,
-    a ``time.monotonic()`` value, once ``min_pairs`` ran). Engine failures propagate
+    a ``time.monotonic()`` value, once ``min_pairs`` ran). Every run serves the same requests,
+    their prompts drawn from ``prompt_key`` (the evaluation's secret). Engine failures propagate
     (``EngineFailure``: whose fault is in its arm)."""
-    requests = case_requests(case, vocab_size)
-    warmup = case_requests(case, vocab_size, warmup=True)
+    requests = case_requests(case, vocab_size, prompt_key=prompt_key)
+    warmup = case_requests(case, vocab_size, prompt_key=prompt_key, warmup=True)
     pairs: list[PairSample] = []
     stopped = "max_pairs"
     while True:

@@ -103,10 +103,13 @@ class EngineRun(Protocol):
     """What the engine reported at start (confinement, kernel digest, entrypoints called, its
     log's path): diagnostics for the record."""
 
-    def generate(self, requests: Sequence[Request], rate: float, *, seed: int = 0) -> RunResult:
+    def generate(self, requests: Sequence[Request], rate: float, *, seed: int = 0,
+                 max_concurrency: int | None = None) -> RunResult:
         """Send ``requests`` at ``rate`` per second by the judge's clock (``inf``: all at once;
-        else Poisson arrivals drawn from ``seed``), wait (bounded) until every one completed,
-        and return what was read."""
+        else Poisson arrivals drawn from ``seed``), never more than ``max_concurrency`` of them
+        in flight (a request due while that many are in flight waits in the judge, as a
+        serving benchmark's client does: the engine's own limit is not trusted), wait (bounded)
+        until every one completed, and return what was read."""
 
     def stop(self) -> None:
         """Stop the engine and every process it started (idempotent)."""

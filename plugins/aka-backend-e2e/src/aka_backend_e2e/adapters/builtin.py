@@ -13,6 +13,7 @@ is a setup fault (``EngineSetupError``); from "load" on it is the arm's (``Engin
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -356,42 +357,48 @@ class BuiltinRun:
         return self.request({"op": "check", "kernel": kernel, "args": list(args),
                              "kwargs": dict(kwargs or {})}, timeout)
 
-    def generate(self, requests: Sequence[Request], rate: float, *, seed: int = 0) -> RunResult:
-        """Send ``requests`` (at ``rate`` per second by the judge's clock: ``inf``, one command
-        with all of them; else one command per request, at ``arrival_offsets``) and read the
-        engine's lines until it is idle with every request sent and done. An engine that never
-        finishes a request fails by the stall or generate deadline."""
+    def generate(self, requests: Sequence[Request], rate: float, *, seed: int = 0,
+                 max_concurrency: int | None = None) -> RunResult:
+        """Send ``requests`` (at ``rate`` per second by the judge's clock: ``inf``, all due at
+        once; else each due at its ``arrival_offsets``), a request only while fewer than
+        ``max_concurrency`` are in flight (sent, not done: the judge's count, not the engine's),
+        the requests sendable at one moment in one command; read the engine's lines until every
+        request is sent and done and the engine is idle. An engine that never finishes a request
+        fails by the stall or generate deadline."""
         from aka_backend_e2e.measure import arrival_offsets
 
         self.info["phase"] = "generate"
         if len({r.id for r in requests}) != len(requests):
             raise ValueError("request ids must be unique")
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        limit = len(requests) if max_concurrency is None else max_concurrency
         results = {r.id: RequestResult(id=r.id, expected_tokens=r.max_tokens) for r in requests}
         offsets = arrival_offsets(len(requests), rate, seed)
-        batches: list[tuple[float, list[Request]]] = []
-        for offset, req in zip(offsets, requests, strict=True):
-            if batches and batches[-1][0] == offset:
-                batches[-1][1].append(req)
-            else:
-                batches.append((offset, [req]))
         if not requests:
             now = time.perf_counter()
             return RunResult(arm=self.arm, requests={}, start=now, end=now)
         start = time.perf_counter()
         deadline = time.monotonic() + self.timeouts.generate
-        next_batch = 0
+        next_index = 0
+        in_flight = 0
 
         def send_due() -> None:
-            nonlocal next_batch
-            while next_batch < len(batches) and \
-                    time.perf_counter() - start >= batches[next_batch][0]:
-                batch = batches[next_batch][1]
-                at = time.perf_counter()
-                for req in batch:
-                    results[req.id].sent = at
-                self.send({"op": "generate", "requests": [r.to_json() for r in batch]},
-                          max(deadline - time.monotonic(), 0.0))
-                next_batch += 1
+            """Send every request that is due while the limit allows, in one command."""
+            nonlocal next_index, in_flight
+            batch: list[Request] = []
+            while (next_index < len(requests) and in_flight + len(batch) < limit
+                   and time.perf_counter() - start >= offsets[next_index]):
+                batch.append(requests[next_index])
+                next_index += 1
+            if not batch:
+                return
+            at = time.perf_counter()
+            for req in batch:
+                results[req.id].sent = at
+            in_flight += len(batch)
+            self.send({"op": "generate", "requests": [r.to_json() for r in batch]},
+                      max(deadline - time.monotonic(), 0.0))
 
         send_due()
         start = min(r.sent for r in results.values() if r.sent is not None)
@@ -406,16 +413,19 @@ class BuiltinRun:
                 raise self._failure(EngineTimeout, f"sent nothing for {self.timeouts.stall:.0f} s "
                                     "while requests were pending")
             wait = min(stall_until, deadline) - now
-            if next_batch < len(batches):
-                wait = min(wait, max(start + batches[next_batch][0] - time.perf_counter(), 0.0))
+            if next_index < len(requests) and in_flight < limit:
+                wait = min(wait, max(start + offsets[next_index] - time.perf_counter(), 0.0))
             got = self.poll(wait, "generate")
             if got is not None:
                 at, message = got
                 end = at
                 stall_until = time.monotonic() + self.timeouts.stall
+                idle = self._take(message, at, results)
+                if "done" in message:
+                    in_flight -= 1
                 # Idle with every request sent and done: the run is over. (An idle read while
                 # requests are pending answered an earlier command: the engine goes on.)
-                if self._take(message, at, results) and next_batch >= len(batches) and all(
+                if idle and next_index >= len(requests) and all(
                         r.completed is not None for r in results.values()):
                     break
             send_due()
@@ -498,12 +508,19 @@ class BuiltinRun:
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group ``proc`` leads (started with ``start_new_session``), then reap
-    ``proc``."""
-    try:
+    """Kill everything ``proc`` started: its process group (started with ``start_new_session``)
+    and every process below it, those that left the group for a session of their own included
+    (the engine's supervisor is a child subreaper: what the engine's tree leaves behind stays
+    below it). The group and the tree are frozen first, top down, so that nothing forks while
+    it is being found; then everything found is killed, and ``proc`` reaped."""
+    from aka_core.processes import signal_pids, signal_tree
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGSTOP)
+    frozen = signal_tree(proc.pid, signal.SIGSTOP) if proc.poll() is None else []
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    signal_pids(frozen, signal.SIGKILL)
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:

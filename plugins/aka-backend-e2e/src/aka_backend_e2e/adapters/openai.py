@@ -321,7 +321,8 @@ class OpenAIRun:
                                     f"the workload declares {self.max_model_len}", "startup")
 
     # ------------------------------------------------------------------ serving
-    def generate(self, requests: Sequence[Request], rate: float, *, seed: int = 0) -> RunResult:
+    def generate(self, requests: Sequence[Request], rate: float, *, seed: int = 0,
+                 max_concurrency: int | None = None) -> RunResult:
         if len({r.id for r in requests}) != len(requests):
             raise ValueError("request ids must be unique")
         if self.proc.poll() is not None:
@@ -329,7 +330,8 @@ class OpenAIRun:
         results = {r.id: RequestResult(id=r.id, expected_tokens=r.max_tokens) for r in requests}
         violations: list[str] = []
         try:
-            asyncio.run(asyncio.wait_for(self._serve(requests, rate, seed, results, violations),
+            asyncio.run(asyncio.wait_for(self._serve(requests, rate, seed, results, violations,
+                                                     max_concurrency),
                                          self.timeouts.generate))
         except TimeoutError:
             raise self._failure(EngineTimeout, f"{len(requests)} requests did not finish within "
@@ -358,12 +360,13 @@ class OpenAIRun:
                          end=max([start, *seen]), info=dict(self.info))
 
     async def _serve(self, requests: Sequence[Request], rate: float, seed: int,
-                     results: dict[str, RequestResult], violations: list[str]) -> None:
+                     results: dict[str, RequestResult], violations: list[str],
+                     max_concurrency: int | None = None) -> None:
         import httpx
 
         from aka_backend_e2e.measure import arrival_offsets
 
-        limit = asyncio.Semaphore(self.concurrency)
+        limit = asyncio.Semaphore(min(self.concurrency, max_concurrency or self.concurrency))
         timeout = httpx.Timeout(connect=self.timeouts.connect, read=self.timeouts.stall,
                                 write=self.timeouts.connect, pool=None)
         limits = httpx.Limits(max_connections=self.concurrency + 4,
