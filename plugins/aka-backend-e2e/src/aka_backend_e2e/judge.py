@@ -15,9 +15,11 @@ One evaluation, in order, each step gating the next:
    references in this process; then both engines generate greedy sequences for the correctness
    prompts, which the FP32 reference model (same weights) scores token by token. The candidate's
    regret must stay within ``max(max_regret, 2 x the baseline's)`` (and the same for the mean).
-   With held-out on, the oracle's inputs and the prompts come from a secret seed.
+   With held-out on, the oracle's inputs come from a secret seed; the prompts' tokens always
+   come from a secret of the evaluation (``prompt_key``; lengths from the workload's seeds).
 4. **Timing** (``measure.run_case``): per case, alternating pairs of fresh engines serve the
-   case's fixed work; count checks on every run; a sample of every timed run's sequences is
+   case's fixed work, the judge's client keeping at most ``max_concurrency`` requests in
+   flight; count checks on every run; a sample of every timed run's sequences is
    scored by the FP32 reference (the same bounds). The speedup is the geometric mean over cases
    of the median paired throughput ratio, with its CI; a case's p99 TPOT limit is a gate.
    On the CPU the timing runs too but is a diagnostic (``performance.cpu_diagnostic``), never
