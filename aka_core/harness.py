@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aka_core.failures import FailureKind
 from aka_core.models import Harness, Task
 from aka_core.tails import tail
 
@@ -72,7 +73,7 @@ def evaluate(task: Task, workspace: Path, baseline: Path, logs: Path, *, device:
             record["performance"] = _time_both(runner, harness, workspace, baseline, logs)
     except StepFailed as exc:
         record["failure"] = {"kind": exc.kind, "phase": exc.phase, "message": str(exc),
-                             "retryable": exc.kind == "infra_error", **exc.details}
+                             "retryable": exc.kind == FailureKind.INFRA_ERROR, **exc.details}
     finally:
         runner.phase(None)
     return record
@@ -102,9 +103,9 @@ def _time_both(runner: _Runner, harness: Harness, workspace: Path, baseline: Pat
 
 
 def _report_time(folder: Path, harness: Harness, side: str) -> float:
-    kind = "task_error" if side == "baseline" else "crashed"
+    kind = FailureKind.TASK_ERROR if side == "baseline" else FailureKind.CRASHED
     if not harness.report:
-        raise StepFailed("task_error", "timing", "the task names no performance report "
+        raise StepFailed(FailureKind.TASK_ERROR, "timing", "the task names no performance report "
                          "(aka.performance_report in its config)")
     path = folder / harness.report
     try:
@@ -159,18 +160,19 @@ class _Runner:
         output = tail(log, 3000)
         if confined is None or "error" in confined:
             # The launcher did not confine and start the command: the evaluator's fault.
-            raise StepFailed("infra_error", phase, "the command could not be confined and "
+            raise StepFailed(FailureKind.INFRA_ERROR, phase, "the command could not be confined and "
                              f"started: {(confined or {}).get('error') or output[-800:]}")
         if code == 0:
             return
         if code is None:
-            kind = "timeout" if side == "candidate" else "task_error"
+            kind = FailureKind.TIMEOUT if side == "candidate" else FailureKind.TASK_ERROR
             raise StepFailed(kind, phase, f"the {side}'s `{command}` ran past {self.timeout:.0f} "
                              "s and was killed", log_tail=output)
         if side == "baseline":
-            raise StepFailed("task_error", phase, f"the task's own code fails `{command}` "
+            raise StepFailed(FailureKind.TASK_ERROR, phase, f"the task's own code fails `{command}` "
                              f"(exit {code})", log_tail=output)
-        kind = {"compile": "compile", "correctness": "correctness"}.get(phase, "crashed")
+        kind = {"compile": FailureKind.COMPILE,
+                "correctness": FailureKind.CORRECTNESS}.get(phase, FailureKind.CRASHED)
         raise StepFailed(kind, phase, f"`{command}` failed (exit {code}): {output[-800:]}",
                          log_tail=output)
 

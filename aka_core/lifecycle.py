@@ -32,6 +32,7 @@ from aka_core.convert import structure, unstructure
 from aka_core.errors import ConfigError
 from aka_core.evaluation import evaluate
 from aka_core.evaluation.request import EvaluationRequest, SideRef, cases_for
+from aka_core.failures import TIMING_FAILURES, FailureKind
 from aka_core.host import PluginHost
 from aka_core.interrupt import INTERRUPTS, signal_name
 from aka_core.models import (
@@ -483,7 +484,7 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
     if tampered:
         return TaskResult(status="infra_error", error=tampered, agent_execution=execution,
                           integrity=integrity_report, evaluation={"failure": {
-                              "kind": "infra_error", "message": tampered, "retryable": False}},
+                              "kind": FailureKind.INFRA_ERROR, "message": tampered, "retryable": False}},
                           **base)
     copy_before = digests(baseline)
     if judge is not None:
@@ -501,14 +502,14 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                                   protected=protected, confinement=ev.confinement)
     tampered = evaluator_tampering(ctx)
     if tampered:  # something changed the evaluator while this evaluation ran
-        record["failure"] = {"kind": "infra_error", "message": tampered, "retryable": False}
+        record["failure"] = {"kind": FailureKind.INFRA_ERROR, "message": tampered, "retryable": False}
     copy_changed = changed_since(copy_before, baseline)
     if copy_changed and not tampered:
         # The judge read its reference and inputs from this copy: a result is not to be trusted
         # when it changed or went away meanwhile (nothing the candidate can write: its sandbox
         # keeps it out), and an evaluation again is the remedy.
         record["failure"] = {
-            "kind": "infra_error", "retryable": True,
+            "kind": FailureKind.INFRA_ERROR, "retryable": True,
             "message": f"the run's preserved copy of the task ({baseline}) changed while it was "
                        f"evaluated ({len(copy_changed)} file(s): {', '.join(copy_changed[:5])}); "
                        "something outside aka wrote there: not judged, run the task again"}
@@ -570,11 +571,11 @@ def judge_record(judge: TaskJudge, request: JudgeRequest) -> dict[str, Any]:
         record = judge.evaluate(request)
     except Exception as exc:
         log.error("the task format's judge raised", error=f"{type(exc).__name__}: {exc}")
-        return {"failure": {"kind": "infra_error", "phase": "judge", "retryable": True,
+        return {"failure": {"kind": FailureKind.INFRA_ERROR, "phase": "judge", "retryable": True,
                             "message": f"the task format's judge raised {type(exc).__name__}: "
                                        f"{exc}", "traceback": traceback.format_exc()[-4000:]}}
     if not isinstance(record, dict):
-        return {"failure": {"kind": "infra_error", "phase": "judge", "retryable": False,
+        return {"failure": {"kind": FailureKind.INFRA_ERROR, "phase": "judge", "retryable": False,
                             "message": f"the task format's judge returned "
                                        f"{type(record).__name__}, not a record (dict)"}}
     return record
@@ -615,13 +616,14 @@ def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],
              "intact copy): " + ", ".join(integrity.outside_changes)),
     ]
     kind = failure.get("kind")
-    if kind in ("policy", "precision"):
+    if kind in (FailureKind.POLICY, FailureKind.PRECISION):
         checks.append(Gate(name="rules", passed=False, detail=_failure_text(failure)))
     elif record.get("rules", {}).get("torch_compute") == "forbidden" or record.get(
             "rules", {}).get("compute_precision"):
         checks.append(Gate(name="rules", passed=True, detail="the task's rules were enforced"))
-    if kind in evaluate.TIMING_FAILURES or (
-            kind in ("timeout", "crashed", "protocol") and failure.get("phase") == "timing"):
+    if kind in TIMING_FAILURES or (
+            kind in (FailureKind.TIMEOUT, FailureKind.CRASHED, FailureKind.PROTOCOL)
+            and failure.get("phase") == "timing"):
         checks.append(Gate(name="timing_sound", passed=False, detail=failure.get("message", "")))
     elif record.get("wall_clock_check"):
         checks.append(Gate(name="timing_sound", passed=True,

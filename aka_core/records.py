@@ -207,9 +207,9 @@ class TaskJudge(Protocol):
     def evaluate(self, request: JudgeRequest) -> dict[str, Any]:
         """The evaluation record: the operator record's keys that ``evaluate.outcome`` and
         ``lifecycle.decide_acceptance`` read (``failure``, ``compile``, ``correctness``,
-        ``performance``, ``confinement``, ``wall_clock_check``). Faults of the evaluator are
-        ``failure.kind`` ``infra_error``, of the task ``task_error``; never raise for the
-        candidate's."""
+        ``performance``, ``confinement``, ``wall_clock_check``). ``failure.kind`` is a
+        ``aka_core.failures.FailureKind``: faults of the evaluator are ``INFRA_ERROR``, of the
+        task ``TASK_ERROR``; never raise for the candidate's."""
 
 
 class TaskRunner(Protocol):

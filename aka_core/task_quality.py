@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from aka_core.errors import AkaError
+from aka_core.failures import FailureKind
 from aka_core.host import PluginHost
 from aka_core.models import Task
 from aka_core.trivial_candidates import DESCRIPTIONS, TORCH_COMPUTE, WRONG_OUTPUT, write_candidate
@@ -226,14 +227,14 @@ def _judge_trivial(name: str, kind: str, task: Task, host: PluginHost, device: s
             return check(name, "FAIL", f"{what} passes the correctness check{rescue}: the "
                          "tolerance or the inputs cannot tell a wrong result from a right one; "
                          "tighten atol/rtol or make the inputs vary more")
-        if kind_of_failure == "correctness":
+        if kind_of_failure == FailureKind.CORRECTNESS:
             return check(name, "PASS", f"rejected: {_short(reason)}")
         return check(name, "WARN", f"{what} was rejected, but not by the correctness check: "
                      f"{_short(reason)}")
     if result.candidate_accepted:
         return check(name, "FAIL", f"{what} is accepted although rules.torch_compute is "
                      "forbidden: the rule is not enforced for this task")
-    if kind_of_failure == "policy":
+    if kind_of_failure == FailureKind.POLICY:
         return check(name, "PASS", f"rejected by the torch_compute rule: {_short(reason)}")
     return check(name, "WARN", f"{what} was rejected, but not by the torch_compute rule: "
                  f"{_short(reason)}")
@@ -242,10 +243,10 @@ def _judge_trivial(name: str, kind: str, task: Task, host: PluginHost, device: s
 def _matched_reference(record: Mapping[str, Any], failure_kind: str | None) -> bool:
     """Whether the outputs passed the tolerance comparison (a later rule may still reject)."""
     correctness = record.get("correctness") or {}
-    if correctness.get("passed") or failure_kind == "precision":
+    if correctness.get("passed") or failure_kind == FailureKind.PRECISION:
         return True
     checks = correctness.get("checks") or []
-    return failure_kind == "policy" and bool(checks) and all(c.get("passed") for c in checks)
+    return failure_kind == FailureKind.POLICY and bool(checks) and all(c.get("passed") for c in checks)
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aka_core.evaluation import protocol
 from aka_core.evaluation.sides import SideFailure
-from aka_core.failures import INFRA, JudgeFailure
+from aka_core.failures import INFRA, FailureKind, JudgeFailure
 
 if TYPE_CHECKING:  # the judge passes itself in; this module never imports it
     from aka_core.evaluation.judge import Judge
@@ -99,7 +99,7 @@ def map_runner_arena(judge: Judge, side: str, reply: Mapping[str, Any], size: in
     bytes are mapped, which fails if the allocation is smaller."""
     from aka_core.evaluation import cuda_ipc
 
-    kind = "protocol" if side == "candidate" else INFRA
+    kind = FailureKind.PROTOCOL if side == "candidate" else INFRA
     tag = reply.get("arena_fd")
     if not isinstance(tag, str):
         raise JudgeFailure(kind, f"{side}: its reply to setup names no arena")
@@ -133,7 +133,7 @@ def slot_layout(inputs: Mapping[str, Any], start: int) -> tuple[dict[str, Any], 
     for name, value in inputs.items():
         if isinstance(value, torch.Tensor):
             if value.device.type != "cuda":
-                raise JudgeFailure("task_error", f"input {name!r} is on {value.device}; the "
+                raise JudgeFailure(FailureKind.TASK_ERROR, f"input {name!r} is on {value.device}; the "
                                    "inputs factory must put tensors on the device it is given")
             offset = -(-offset // ALIGN) * ALIGN
             layout[name] = {"offset": offset, "dtype": protocol.dtype_name(value.dtype),
@@ -144,7 +144,7 @@ def slot_layout(inputs: Mapping[str, Any], start: int) -> tuple[dict[str, Any], 
             try:
                 json.dumps(value)
             except TypeError:
-                raise JudgeFailure("task_error", f"input {name!r} is a {type(value).__name__}; "
+                raise JudgeFailure(FailureKind.TASK_ERROR, f"input {name!r} is a {type(value).__name__}; "
                                    "inputs are tensors or JSON values") from None
             layout[name] = {"value": value}
     return layout, -(-offset // ALIGN) * ALIGN

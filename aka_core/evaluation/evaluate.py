@@ -29,6 +29,11 @@ from typing import Any
 import attrs
 
 from aka_core.evaluation.request import EvaluationRequest
+from aka_core.failures import (  # noqa: F401 (re-exported: they were defined here)
+    CANDIDATE_FAILURES,
+    TIMING_FAILURES,
+    FailureKind,
+)
 from aka_core.tails import tail
 
 STARTUP_SECONDS = 300.0
@@ -48,11 +53,6 @@ WORKER_ENV_PREFIXES = ("CUDA_", "HIP_", "ROCR_", "ROCM_", "HSA_", "TRITON_", "TO
                        "AKA_BUILD_", "NVCC_", "FLYDSL_")
 WORKER_ENV_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 
-# Failure kinds of an evaluation record (``record["failure"]["kind"]``).
-CANDIDATE_FAILURES = frozenset({
-    "compile", "compile_ok_runtime_error", "correctness", "precision", "policy", "timing_check",
-    "impossible_time", "interference", "protocol", "timeout", "crashed", "resources"})
-TIMING_FAILURES = frozenset({"timing_check", "impossible_time", "interference"})
 
 
 def _judge_profile() -> dict[str, str]:
@@ -242,7 +242,7 @@ def _watch(proc: subprocess.Popen[bytes], request: EvaluationRequest,
         if remaining <= 0:
             _kill_group(proc)
             watch.phase_times[watch.phase] = round(time.monotonic() - watch.phase_started, 3)
-            return watch, {"kind": "infra_error", "phase": watch.phase, "retryable": True,
+            return watch, {"kind": FailureKind.INFRA_ERROR, "phase": watch.phase, "retryable": True,
                            "message": f"the judge stopped reporting during {watch.phase} (limit "
                                       f"{_deadline_for(watch.phase, request):.0f} s) and was "
                                       "killed"}
@@ -283,7 +283,7 @@ def _crash(code: int, phase: str) -> dict[str, Any]:
         message = f"the judge died with {name} during {phase}"
     else:
         message = f"the judge exited with status {code} during {phase} without a result"
-    return {"kind": "infra_error", "phase": phase, "message": message, "exit_code": code,
+    return {"kind": FailureKind.INFRA_ERROR, "phase": phase, "message": message, "exit_code": code,
             "retryable": True}
 
 
@@ -303,17 +303,20 @@ def outcome(record: dict[str, Any]) -> dict[str, Any]:
     phase = failure.get("phase") if failure else None
     compiled: bool | None = True
     correct: bool | None = bool(record.get("correctness", {}).get("passed"))
-    stopped = kind in ("timeout", "crashed", "protocol")
+    stopped = kind in (FailureKind.TIMEOUT, FailureKind.CRASHED, FailureKind.PROTOCOL)
     # Built, then crashed or hung in its first call (the warm-up that ends the compile phase):
     # a runtime failure, not a build failure.
     first_call = bool(failure and failure.get("stage") == "first_call")
-    if kind == "compile" or (stopped and phase == "compile" and not first_call):
+    if kind == FailureKind.COMPILE or (stopped and phase == "compile" and not first_call):
         compiled, correct = False, None
-    elif kind in ("task_error", "infra_error") or (stopped and phase in ("startup", "gpu_wait")):
+    elif kind in (FailureKind.TASK_ERROR, FailureKind.INFRA_ERROR) or (
+        stopped and phase in ("startup", "gpu_wait")
+    ):
         compiled, correct = None, None  # the candidate was never judged
-    elif kind == "policy" and not record.get("correctness"):
+    elif kind == FailureKind.POLICY and not record.get("correctness"):
         correct = None  # rejected before it ran
-    elif kind in ("compile_ok_runtime_error", "correctness", "precision") or (
+    elif kind in (FailureKind.COMPILE_OK_RUNTIME_ERROR, FailureKind.CORRECTNESS,
+                  FailureKind.PRECISION) or (
         stopped and (phase == "correctness" or first_call)
     ):
         correct = False
@@ -330,6 +333,6 @@ def outcome(record: dict[str, Any]) -> dict[str, Any]:
         "speedup": perf.get("speedup") if measured else None,
         "ci95": tuple(perf["ci95"]) if measured and perf.get("ci95") else None,
         "failure_kind": kind,
-        "task_error": kind == "task_error",
-        "infra_error": kind == "infra_error",
+        "task_error": kind == FailureKind.TASK_ERROR,
+        "infra_error": kind == FailureKind.INFRA_ERROR,
     }

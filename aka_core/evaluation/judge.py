@@ -52,8 +52,8 @@ from aka_core.evaluation.arena import (  # noqa: F401 (re-exported: the arena's 
 )
 from aka_core.evaluation.request import EvaluationRequest
 from aka_core.evaluation.seeds import derive_seed, draw_held_out
-from aka_core.evaluation.sides import RunnerProcess, SideFailure
-from aka_core.failures import INFRA, JudgeFailure
+from aka_core.evaluation.sides import RAISED, RunnerProcess, SideFailure
+from aka_core.failures import INFRA, FailureKind, JudgeFailure
 from aka_core.sandbox import SANDBOX_PROTECTED_ALWAYS
 
 STARTUP_SECONDS = 300.0
@@ -114,8 +114,8 @@ class Judge:
         return self._phase_start + self.limit - time.monotonic()
 
     def _timed_out(self, side: str, exc: SideFailure) -> SideFailure:
-        if exc.kind == "timeout":
-            return SideFailure("timeout", f"the {self._phase} phase ran past its limit of "
+        if exc.kind == FailureKind.TIMEOUT:
+            return SideFailure(FailureKind.TIMEOUT, f"the {self._phase} phase ran past its limit of "
                                f"{self.limit:.0f} s: the {side} did not answer", **exc.details)
         return exc
 
@@ -278,7 +278,7 @@ class Judge:
             if reply.get("event") == "build_failed":
                 self._build_failed(side, reply)
             elif reply.get("event") != "loaded":
-                raise JudgeFailure("protocol" if side == "candidate" else INFRA,
+                raise JudgeFailure(FailureKind.PROTOCOL if side == "candidate" else INFRA,
                                    f"the {side} runner sent {str(reply)[:200]} while loading")
 
     def _read(self, runner: RunnerProcess, deadline: float, what: str,
@@ -300,8 +300,8 @@ class Judge:
                                f"the {side} was not judged: install the toolchain, or evaluate "
                                f"where it is (the {side}'s build said: {message[:500]})", **where)
         if side == "candidate":
-            raise JudgeFailure("compile", f"candidate does not build: {message}", **where)
-        kind = INFRA if _missing_tool(message) else "task_error"
+            raise JudgeFailure(FailureKind.COMPILE, f"candidate does not build: {message}", **where)
+        kind = INFRA if _missing_tool(message) else FailureKind.TASK_ERROR
         raise JudgeFailure(kind, f"baseline does not build: {message}", **where)
 
     def host_cannot_build(self) -> str | None:
@@ -319,20 +319,20 @@ class Judge:
             return JudgeFailure(INFRA, f"the {side} runner failed before loading any of the "
                                 f"side's code ({exc}); retry", phase_of_failure=phase, **details)
         if side == "candidate":
-            kind = {"raised": "correctness" if phase == "correctness" else
-                    "compile_ok_runtime_error" if phase == "compile" else "timing_check",
-                    "timeout": "timeout", "crashed": "crashed",
-                    "protocol": "protocol"}.get(exc.kind, exc.kind)
-            if exc.kind == "raised" and details.get("build_error"):
-                kind = "compile"
-            if exc.kind == "crashed" and self._gpu_taken_by_others():
+            kind = (FailureKind(exc.kind) if exc.kind != RAISED
+                    else FailureKind.CORRECTNESS if phase == "correctness"
+                    else FailureKind.COMPILE_OK_RUNTIME_ERROR if phase == "compile"
+                    else FailureKind.TIMING_CHECK)
+            if exc.kind == RAISED and details.get("build_error"):
+                kind = FailureKind.COMPILE
+            if exc.kind == FailureKind.CRASHED and self._gpu_taken_by_others():
                 kind = INFRA
-            text = f"candidate raised {exc}" if exc.kind == "raised" else f"candidate: {exc}"
+            text = f"candidate raised {exc}" if exc.kind == RAISED else f"candidate: {exc}"
             return JudgeFailure(kind, text, phase_of_failure=phase, **details)
         blamed = self.memory_failure(exc)
         if blamed is not None:
             return blamed
-        kind = "task_error" if exc.kind == "raised" and phase != "timing" else INFRA
+        kind = FailureKind.TASK_ERROR if exc.kind == RAISED and phase != "timing" else INFRA
         return JudgeFailure(kind, f"baseline: {exc}", phase_of_failure=phase, **details)
 
     def memory_failure(self, exc: BaseException) -> JudgeFailure | None:
@@ -344,7 +344,7 @@ class Judge:
         candidate = self.runners.get("candidate")
         if candidate is None or candidate.dead or self._gpu_taken_by_others():
             return JudgeFailure(INFRA, f"the GPU ran out of memory: {text}")
-        return JudgeFailure("resources", f"the GPU ran out of memory while the candidate's process "
+        return JudgeFailure(FailureKind.RESOURCES, f"the GPU ran out of memory while the candidate's process "
                             f"held it (it had room when the evaluation began): {text}")
 
     def _gpu_taken_by_others(self) -> bool:
@@ -362,7 +362,7 @@ class Judge:
             self.reference = loader.load_callable(Path(req.reference.root), req.reference.ref,
                                                   "aka_judge_task")
         except BuildError as exc:
-            raise JudgeFailure("task_error", f"the task's reference or inputs do not load: "
+            raise JudgeFailure(FailureKind.TASK_ERROR, f"the task's reference or inputs do not load: "
                                f"{exc.message}", file=exc.file, line=exc.line) from exc
         import torch
 
@@ -395,17 +395,17 @@ class Judge:
         except KeyError as exc:
             key = exc.args[0] if exc.args else None
             if isinstance(key, str) and key not in params:
-                raise JudgeFailure("task_error", f"the inputs factory needs parameter {key!r}, "
+                raise JudgeFailure(FailureKind.TASK_ERROR, f"the inputs factory needs parameter {key!r}, "
                                    f"which case {case.name} does not set (its params: "
                                    f"{', '.join(params) or 'none'}): add it to the case in "
                                    "task.yaml", traceback=_short_tb(exc)) from exc
-            raise JudgeFailure("task_error", f"the inputs factory raised KeyError: {exc} (case "
+            raise JudgeFailure(FailureKind.TASK_ERROR, f"the inputs factory raised KeyError: {exc} (case "
                                f"{case.name})", traceback=_short_tb(exc)) from exc
         except BaseException as exc:
-            raise JudgeFailure("task_error", f"the inputs factory raised {type(exc).__name__}: "
+            raise JudgeFailure(FailureKind.TASK_ERROR, f"the inputs factory raised {type(exc).__name__}: "
                                f"{exc} (case {case.name})", traceback=_short_tb(exc)) from exc
         if not isinstance(inputs, Mapping) or not all(isinstance(k, str) for k in inputs):
-            raise JudgeFailure("task_error", f"the inputs factory returned a "
+            raise JudgeFailure(FailureKind.TASK_ERROR, f"the inputs factory returned a "
                                f"{type(inputs).__name__} (case {case.name}); it must return a dict "
                                "of the entry point's argument names to tensors or values")
         return dict(inputs)
@@ -417,7 +417,7 @@ class Judge:
         except JudgeFailure:
             raise
         except BaseException as exc:
-            raise JudgeFailure("task_error", f"the reference raised {type(exc).__name__}: {exc} "
+            raise JudgeFailure(FailureKind.TASK_ERROR, f"the reference raised {type(exc).__name__}: {exc} "
                                f"(case {case.name})", traceback=_short_tb(exc)) from exc
 
     def task_code_seconds(self) -> float:
@@ -458,7 +458,8 @@ class Judge:
             try:
                 reply = self._answer(side, "prepare", "compile")
             except JudgeFailure as exc:
-                if side == "candidate" and exc.kind in ("timeout", "crashed", "protocol"):
+                if side == "candidate" and exc.kind in (FailureKind.TIMEOUT, FailureKind.CRASHED,
+                                                     FailureKind.PROTOCOL):
                     exc.details["stage"] = "first_call"  # it built; its first call failed
                 raise
             if reply.get("facts"):
@@ -486,11 +487,11 @@ class Judge:
             return runner.answer(op, limit)
         except SideFailure as exc:
             exc = self._timed_out(side, exc)
-            if phase == "compile" and exc.kind == "raised" and not exc.details.get("build_error"):
+            if phase == "compile" and exc.kind == RAISED and not exc.details.get("build_error"):
                 if side == "candidate":
-                    raise JudgeFailure("compile_ok_runtime_error", f"candidate raised: {exc}",
+                    raise JudgeFailure(FailureKind.COMPILE_OK_RUNTIME_ERROR, f"candidate raised: {exc}",
                                        **exc.details) from None
-                raise JudgeFailure("task_error", f"baseline raised: {exc}", **exc.details) from None
+                raise JudgeFailure(FailureKind.TASK_ERROR, f"baseline raised: {exc}", **exc.details) from None
             if phase == "compile" and exc.details.get("build_error"):
                 self._build_failed(side, {"message": str(exc), **exc.details})
             raise self.side_failure(side, exc, phase) from None
@@ -510,7 +511,7 @@ class Judge:
         self.result["rules"]["static_violations"] = [str(v) for v in violations]
         if violations:
             first = violations[0]
-            raise JudgeFailure("policy", policy.describe_violations(violations),
+            raise JudgeFailure(FailureKind.POLICY, policy.describe_violations(violations),
                                file=first.file, line=first.line)
 
     # ------------------------------------------------------------------ correctness
@@ -533,8 +534,8 @@ class Judge:
                 self.structures[case.name] = checking.structure_of(base)
                 base_vs_ref = checking.compare_outputs(base, ref, self.req.tolerance)
                 if not base_vs_ref["passed"]:
-                    raise JudgeFailure("task_error", f"the baseline does not match the reference on "
-                                       f"case {case.name}: {base_vs_ref['reason']}")
+                    raise JudgeFailure(FailureKind.TASK_ERROR, "the baseline does not match the "
+                                       f"reference on case {case.name}: {base_vs_ref['reason']}")
                 entry: dict[str, Any] = {"case": case.name, "seed_index": index,
                                          "held_out": held_out}
                 if held_out and case in self.held_out_cases:
@@ -542,7 +543,7 @@ class Judge:
                 for run_index, out in enumerate(outs["candidate"]):
                     mismatch = checking.structure_mismatch(out, base)
                     if mismatch:
-                        raise JudgeFailure("correctness", f"{mismatch} (case {case.name})",
+                        raise JudgeFailure(FailureKind.CORRECTNESS, f"{mismatch} (case {case.name})",
                                            case=case.name)
                     cmp = checking.compare_outputs(out, ref, self.req.tolerance)
                     if run_index == 0:
@@ -553,7 +554,7 @@ class Judge:
                         what = ("differs from the reference" if run_index == 0 else
                                 "differs from the reference when called again on the same inputs "
                                 "(unwritten outputs, a race or state kept between calls)")
-                        raise JudgeFailure("correctness", f"output {what} on case {case.name}: "
+                        raise JudgeFailure(FailureKind.CORRECTNESS, f"output {what} on case {case.name}: "
                                            f"{cmp['reason']}", case=case.name)
                     self.check_precision(out, ref, base, case.name, entry)
                 ops_seen |= set(outs.get("ops", ()))
@@ -572,7 +573,7 @@ class Judge:
             if computed:
                 also = (" (and PyTorch copies: moving the data is this task's work)"
                         if copies and set(computed) & policy.COPY_OPS else "")
-                raise JudgeFailure("policy", "the candidate computed with PyTorch operators "
+                raise JudgeFailure(FailureKind.POLICY, "the candidate computed with PyTorch operators "
                                    f"({', '.join(computed)}); this task's rules forbid PyTorch "
                                    f"compute{also}: write the computation in the task's kernels")
         self.result["correctness"]["passed"] = True
@@ -589,10 +590,10 @@ class Judge:
         allowed = checking.rounding_mismatch(base, ref) + rules.max_rounding_mismatch
         entry["rounding_mismatch"] = {"candidate": fraction, "allowed": allowed}
         if fraction > allowed:
-            raise JudgeFailure("precision", f"{fraction:.1%} of the output elements differ from the "
-                               f"float32 reference rounded to the output dtype (the baseline's "
-                               f"float32 arithmetic allows {allowed:.1%}): the task requires "
-                               f"float32 arithmetic (case {case})", case=case)
+            raise JudgeFailure(FailureKind.PRECISION, f"{fraction:.1%} of the output elements "
+                               "differ from the float32 reference rounded to the output dtype "
+                               f"(the baseline's float32 arithmetic allows {allowed:.1%}): the "
+                               f"task requires float32 arithmetic (case {case})", case=case)
 
     def call_both(self, inputs: Mapping[str, Any], ref: list[Any], *, repeats: int,
                   profile: bool, case_name: str) -> dict[str, Any]:
@@ -623,9 +624,9 @@ class Judge:
 
     def _input_changed(self, side: str, names: list[str], case: str) -> JudgeFailure:
         if side == "candidate":
-            return JudgeFailure("correctness", f"candidate modified its inputs {', '.join(names)} "
+            return JudgeFailure(FailureKind.CORRECTNESS, f"candidate modified its inputs {', '.join(names)} "
                                 f"(case {case})", case=case)
-        return JudgeFailure("task_error", f"the baseline modified its inputs {', '.join(names)}")
+        return JudgeFailure(FailureKind.TASK_ERROR, f"the baseline modified its inputs {', '.join(names)}")
 
     def _reply(self, side: str, phase: str) -> dict[str, Any]:
         runner = self.runners[side]
@@ -634,7 +635,7 @@ class Judge:
         except SideFailure as exc:
             raise self.side_failure(side, self._timed_out(side, exc), phase) from None
         if reply.get("ok") is not True:
-            exc = SideFailure("raised", str(reply.get("error", "failed"))[:4000], side=side,
+            exc = SideFailure(RAISED, str(reply.get("error", "failed"))[:4000], side=side,
                               traceback=str(reply.get("traceback", ""))[-3000:])
             raise self.side_failure(side, exc, phase)
         return reply
@@ -729,7 +730,7 @@ class SideIO:
 
     def _violation(self, message: str) -> JudgeFailure:
         if self.side == "candidate":
-            return JudgeFailure("protocol", f"candidate: {message}")
+            return JudgeFailure(FailureKind.PROTOCOL, f"candidate: {message}")
         return JudgeFailure(INFRA, f"baseline runner: {message}")
 
     def close(self) -> None:
@@ -747,13 +748,13 @@ class SideIO:
 
 @contextlib.contextmanager
 def task_code_deadline(seconds: float, what: str, case: str) -> Iterator[None]:
-    """Raise ``JudgeFailure("task_error")`` if the block runs longer than ``seconds`` (a Python
+    """Raise ``JudgeFailure(FailureKind.TASK_ERROR)`` if the block runs longer than ``seconds`` (a Python
     loop in the task's inputs factory or reference; code blocked inside C is stopped by the
     phase's limit instead)."""
     import signal
 
     def expire(signum: int, frame: Any) -> None:
-        raise JudgeFailure("task_error", f"{what} did not return within {seconds:.0f} s (case "
+        raise JudgeFailure(FailureKind.TASK_ERROR, f"{what} did not return within {seconds:.0f} s (case "
                            f"{case}): the task's own code hangs or is far too slow")
 
     previous = signal.signal(signal.SIGALRM, expire)

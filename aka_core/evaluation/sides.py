@@ -24,6 +24,7 @@ from typing import Any
 
 from aka_core.evaluation import protocol
 from aka_core.evaluation.evaluate import die_with_parent
+from aka_core.failures import FailureKind
 from aka_core.processes import children, descendants, signal_pids, signal_tree
 from aka_core.tails import tail
 
@@ -37,8 +38,14 @@ ARM_HINT = (": its calls are queued behind the judge's start signal, so a call t
             "the GPU's launch queue holds; keep every call asynchronous and its launches few")
 
 
+RAISED = "raised"
+"""A ``SideFailure``'s kind when the side's own code raised: whose fault that is depends on the
+side and the phase (``Judge.side_failure``)."""
+
+
 class SideFailure(Exception):
-    """A runner failed a request; ``kind`` classifies it (see judge.FAILURE_KINDS)."""
+    """A runner failed a request; ``kind`` is ``FailureKind.TIMEOUT``, ``CRASHED``, ``PROTOCOL``
+    or ``RAISED``, which the judge turns into the evaluation's failure (``Judge.side_failure``)."""
 
     def __init__(self, kind: str, message: str, **details: Any):
         super().__init__(message)
@@ -115,12 +122,12 @@ class RunnerProcess:
             return reply
         except protocol.RunnerGone as exc:
             if exc.timed_out:
-                raise SideFailure("timeout", f"the {self.side} did not answer within {timeout:.0f} s "
-                                  f"({what}){ARM_HINT if what == 'arm' else ''}",
+                raise SideFailure(FailureKind.TIMEOUT, f"the {self.side} did not answer within "
+                                  f"{timeout:.0f} s ({what}){ARM_HINT if what == 'arm' else ''}",
                                   side=self.side) from None
             raise self._gone(f"the {self.side} runner exited during {what}") from None
         except protocol.ProtocolError as exc:
-            raise SideFailure("protocol", f"the {self.side} runner broke the protocol: {exc}",
+            raise SideFailure(FailureKind.PROTOCOL, f"the {self.side} runner broke the protocol: {exc}",
                               side=self.side) from None
 
     def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
@@ -132,7 +139,7 @@ class RunnerProcess:
         reply = self.read(timeout, op)
         if reply.get("ok") is not True:
             error = str(reply.get("error", "failed"))[:4000]
-            raise SideFailure("raised", error, side=self.side,
+            raise SideFailure(RAISED, error, side=self.side,
                               traceback=str(reply.get("traceback", ""))[-3000:],
                               build_error=bool(reply.get("build_error")),
                               file=reply.get("file"), line=reply.get("line"))
@@ -144,12 +151,12 @@ class RunnerProcess:
         try:
             message, fds, _, _ = socket.recv_fds(self.fd_socket, 256, 4)
         except (TimeoutError, OSError) as exc:
-            raise SideFailure("protocol", f"the {self.side} runner sent no memory descriptor "
+            raise SideFailure(FailureKind.PROTOCOL, f"the {self.side} runner sent no memory descriptor "
                               f"({exc})", side=self.side) from None
         if message.decode(errors="replace") != tag or len(fds) != 1:
             for fd in fds:
                 os.close(fd)
-            raise SideFailure("protocol", f"the {self.side} runner sent {len(fds)} descriptors "
+            raise SideFailure(FailureKind.PROTOCOL, f"the {self.side} runner sent {len(fds)} descriptors "
                               f"tagged {message[:40]!r}, expected one tagged {tag!r}",
                               side=self.side)
         return fds[0]
@@ -188,7 +195,7 @@ class RunnerProcess:
                 detail += f" (signal {-code})"
         elif code is not None:
             detail += f" (exit status {code})"
-        return SideFailure("crashed", detail, side=self.side, exit_code=code,
+        return SideFailure(FailureKind.CRASHED, detail, side=self.side, exit_code=code,
                            log_tail=tail(self.log_path))
 
     # ------------------------------------------------------------------ process control

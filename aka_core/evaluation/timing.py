@@ -64,8 +64,8 @@ from aka_core.evaluation.arena import (
 )
 from aka_core.evaluation.runner import DONE_OFFSET, GO_OFFSET
 from aka_core.evaluation.seeds import derive_seed
-from aka_core.evaluation.sides import SideFailure
-from aka_core.failures import INFRA, JudgeFailure
+from aka_core.evaluation.sides import RAISED, SideFailure
+from aka_core.failures import INFRA, FailureKind, JudgeFailure
 
 if TYPE_CHECKING:  # the judge passes itself to measure(); this module never imports it
     from aka_core.evaluation.judge import Judge
@@ -162,7 +162,7 @@ class SideSlots:
 
 def _violation(side: str, message: str) -> JudgeFailure:
     if side == "candidate":
-        return JudgeFailure("protocol", f"candidate: {message}")
+        return JudgeFailure(FailureKind.PROTOCOL, f"candidate: {message}")
     return JudgeFailure(INFRA, f"baseline runner: {message}")
 
 
@@ -280,7 +280,7 @@ class CaseTimer:
             self.slots["candidate"].outputs = self.slots["candidate"].views(reply.get("outputs"))
             self.mode["candidate"] = "graph"
         except SideFailure as exc:
-            if exc.kind != "raised":
+            if exc.kind != RAISED:
                 raise self.judge.side_failure("candidate", exc, "timing") from None
             self.record["candidate_method"] = "eager"
             self.record["candidate_graph_failure"] = str(exc)[:500]
@@ -317,8 +317,8 @@ class CaseTimer:
                 else:
                     reply = self.arm(runner, slots, side, n)
             except SideFailure as exc:
-                if exc.kind == "timeout" and side == "candidate":
-                    raise JudgeFailure("timing_check", "the candidate did not enqueue its timed "
+                if exc.kind == FailureKind.TIMEOUT and side == "candidate":
+                    raise JudgeFailure(FailureKind.TIMING_CHECK, "the candidate did not enqueue its timed "
                                        f"calls within {ARM_SECONDS:.0f} s: a timed call must not "
                                        "wait for the GPU (no .item(), .cpu(), .tolist(), "
                                        "synchronize()), and a block of "
@@ -419,7 +419,7 @@ class CaseTimer:
             return runner.request("arm", ARM_QUEUE_SECONDS if quick else ARM_SECONDS, n=n,
                                   count=self.count, graph=graph)
         except SideFailure as exc:
-            if not (quick and exc.kind == "timeout"):
+            if not (quick and exc.kind == FailureKind.TIMEOUT):
                 raise
         # Its calls may wait for room in the launch queue that only the block, held behind "go",
         # would free: let the block run (untimed) and time blocks of fewer calls.
@@ -445,7 +445,7 @@ class CaseTimer:
                 cuda_ipc.stream_write(self.unblock_stream.cuda_stream, word, n)
                 self.stream.synchronize()
                 if side == "candidate":
-                    raise JudgeFailure("timeout", f"a timed block of the candidate did not finish "
+                    raise JudgeFailure(FailureKind.TIMEOUT, f"a timed block of the candidate did not finish "
                                        f"within {limit:.0f} s")
                 raise JudgeFailure(INFRA, f"a timed block of the baseline did not finish within "
                                    f"{limit:.0f} s")
@@ -466,7 +466,7 @@ class CaseTimer:
             full = self.judge.reference_outputs(self.case, inputs)
             shapes = [tuple(t.shape) for t in full]
             if shapes != [shape for shape, _ in self.expected]:  # its dtype may differ
-                raise JudgeFailure("task_error", f"case {self.case.name}: the reference returned "
+                raise JudgeFailure(FailureKind.TASK_ERROR, f"case {self.case.name}: the reference returned "
                                    f"shapes {shapes} in a timed audit, the baseline "
                                    f"{[shape for shape, _ in self.expected]}")
             ref = self.references[j] = checking.take(full, self.positions)
@@ -491,7 +491,8 @@ class CaseTimer:
             return
         where = f"case {self.case.name}, call {j + 1} of a timed block of {self.count}"
         if side == "candidate":
-            raise JudgeFailure("timing_check", f"a timed call's output is wrong ({where}): {problem}",
+            raise JudgeFailure(FailureKind.TIMING_CHECK,
+                               f"a timed call's output is wrong ({where}): {problem}",
                                case=self.case.name)
         raise JudgeFailure(INFRA, f"the baseline's timed output was wrong ({where}): {problem}; "
                            "the baseline passed its checks, so its memory was disturbed")
@@ -676,7 +677,7 @@ def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
     record["overhead_ms"] = overhead
     fastest = min(timer.windows["candidate"])
     if fastest <= overhead * 0.9:
-        raise JudgeFailure("impossible_time", f"case {timer.case.name}: a timed block of {count} "
+        raise JudgeFailure(FailureKind.IMPOSSIBLE_TIME, f"case {timer.case.name}: a timed block of {count} "
                            f"calls took {fastest:.4f} ms, less than an empty block "
                            f"({overhead:.4f} ms): the work escaped the judge's window")
     baseline, candidate = timer.samples(overhead)
@@ -700,11 +701,11 @@ def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
         record["speed_of_light_ms"] = sol
         floor = sol * cost.SOL_FRACTION
         if stats.median(baseline) < floor:
-            raise JudgeFailure("task_error", f"case {timer.case.name}: the baseline measured "
+            raise JudgeFailure(FailureKind.TASK_ERROR, f"case {timer.case.name}: the baseline measured "
                                f"{stats.median(baseline):.5f} ms per call, below the task's "
                                f"speed-of-light bound ({sol:.5f} ms): its cost is declared wrong")
         if judge.req.candidate is not None and stats.median(candidate) < floor:
-            raise JudgeFailure("impossible_time", f"case {timer.case.name}: the candidate measured "
+            raise JudgeFailure(FailureKind.IMPOSSIBLE_TIME, f"case {timer.case.name}: the candidate measured "
                                f"{stats.median(candidate):.5f} ms per call, below the speed of "
                                f"light of this GPU for the declared work ({sol:.5f} ms)")
 
@@ -722,7 +723,7 @@ def check_interference(case: str, ratio: float, interleaved: float, clean: float
     """
     base_copy, cand_copy = copies.get("baseline"), copies.get("candidate")
     if base_copy and cand_copy and cand_copy > base_copy * COPY_LIMIT + 0.02:
-        raise JudgeFailure("interference", f"case {case}: copying a block's inputs took "
+        raise JudgeFailure(FailureKind.INTERFERENCE, f"case {case}: copying a block's inputs took "
                            f"{cand_copy:.4f} ms before the candidate's blocks but {base_copy:.4f} "
                            "ms before the baseline's: the candidate's process held the GPU while "
                            "its inputs were written")
@@ -734,7 +735,7 @@ def check_interference(case: str, ratio: float, interleaved: float, clean: float
     if ratio <= 1 + INTERFERENCE_FAIL:
         raise JudgeFailure(INFRA, text + ": too much to trust the timing, too little to blame the "
                            "candidate; retry")
-    raise JudgeFailure("interference", text + ": the candidate's process used the GPU outside its "
+    raise JudgeFailure(FailureKind.INTERFERENCE, text + ": the candidate's process used the GPU outside its "
                        "own blocks")
 
 
@@ -747,7 +748,7 @@ def speed_of_light(judge: Judge, case: Any) -> float | None:
         return cost.speed_of_light_ms(declared.bytes, declared.flops, dict(case.params),
                                       model.memory_bandwidth, model.peak_flops)
     except cost.CostError as exc:
-        raise JudgeFailure("task_error", f"the task's cost does not evaluate for case "
+        raise JudgeFailure(FailureKind.TASK_ERROR, f"the task's cost does not evaluate for case "
                            f"{case.name}: {exc}") from None
 
 

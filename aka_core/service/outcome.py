@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aka_core.evaluation.evaluate import CANDIDATE_FAILURES
+from aka_core.failures import CANDIDATE_FAILURES, FailureKind
 
 RETRY = "retry"
 
@@ -37,10 +37,10 @@ def classify(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     evaluation = record.get("evaluation") or {}
     failure = evaluation.get("failure") or None
     kind = (failure or {}).get("kind")
-    if status == "infra_error" or kind == "infra_error" or status == "error":
+    if status == "infra_error" or kind == FailureKind.INFRA_ERROR or status == "error":
         return RETRY, {"message": (failure or {}).get("message") or record.get("error")
                        or "the evaluator failed"}
-    if kind == "task_error":
+    if kind == FailureKind.TASK_ERROR:
         return "task_error", _result("task_error", None, record=record, failure=failure,
                                      message=(failure or {}).get("message", ""))
     performance = evaluation.get("performance") or {}
