@@ -383,8 +383,8 @@ _subprocess.Popen([_sys.executable, "-c", "import os, sys; os.fork() or os.execv
                   stdin=_subprocess.DEVNULL, stdout=_subprocess.DEVNULL)
 
 # And protocol lines printed to fd 1, which in the engine is its stderr: they go to the log.
-_os.write(1, b'{"step": [["req-0", 1, -0.1]]}\\n{"done": "req-0"}\\n')
-print('{"idle": true}')
+_os.write(1, b'{{"step": [["req-0", 1, -0.1]]}}\\n{{"done": "req-0"}}\\n')
+print('{{"idle": true}}')
 '''
 
 
