@@ -31,12 +31,27 @@ _PLUGIN_SECTIONS: tuple[tuple[str, tuple[str, str], tuple[str, str]], ...] = (
 )
 
 
+@attrs.frozen
+class LoadedRunConfig:
+    """A run config read once: the typed config, its file, and the parsed YAML (``source``),
+    which later checks use for the line numbers of their problems instead of reading it again."""
+
+    config: RunConfig
+    path: Path
+    source: Any
+
+
 def load_run_config(path: Path, host: PluginHost | None = None) -> RunConfig:
     """Read, validate and structure the run config at ``path``.
 
     With a ``host``, also check that the agent, scorer and executor exist and that their
     ``options`` match each plugin's ``config_schema``. Raises ``ConfigError`` listing every problem.
     """
+    return read_run_config(path, host).config
+
+
+def read_run_config(path: Path, host: PluginHost | None = None) -> LoadedRunConfig:
+    """``load_run_config``, keeping the parsed YAML for the checks that follow it."""
     source = load_yaml(path)
     if not isinstance(source, Mapping):
         raise ConfigError(Problem("expected a mapping of settings (agent, tasks, ...)", file=path,
@@ -61,20 +76,23 @@ def load_run_config(path: Path, host: PluginHost | None = None) -> RunConfig:
     problems += resource_problems(config.resources, path, source)
     if problems:
         raise ConfigError(sort_problems(problems))
-    return config
+    return LoadedRunConfig(config=config, path=path, source=source)
 
 
-def check_agent_factory(config: RunConfig, host: PluginHost, path: Path) -> None:
+def check_agent_factory(config: RunConfig, host: PluginHost, path: Path,
+                        source: Any = None) -> None:
     """Build the configured agent once, as each task will: options its schema cannot judge (a
     replay ``source`` folder that does not exist) fail here, before a run starts, not in every
-    task. Raises ``ConfigError`` naming ``agent.options``."""
+    task. Raises ``ConfigError`` naming ``agent.options`` (its line from ``source``, the parsed
+    config, or from the file when not given)."""
     try:
         host.agent(config.agent.template).factory(to_builtin(config.agent.options))
     except Exception as exc:  # a plugin's own check: shown as a problem of the config
         message = exc.problems[0].message if isinstance(exc, ConfigError) else str(exc)
         raise ConfigError(Problem(
             f"agent {config.agent.template!r} rejects its options: {message}", file=path,
-            line=line_of(load_yaml(path), ["agent", "options"]), field="agent.options")) from None
+            line=line_of(load_yaml(path) if source is None else source, ["agent", "options"]),
+            field="agent.options")) from None
 
 
 def _check_plugins(config: RunConfig, host: PluginHost, path: Path, source: Any) -> list[Problem]:

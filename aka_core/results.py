@@ -19,7 +19,7 @@ from ruamel.yaml.error import YAMLError
 
 from aka_core import yamlio
 from aka_core.convert import structure, unstructure
-from aka_core.errors import EXIT_USAGE, AkaError, Problem, UsageError
+from aka_core.errors import EXIT_USAGE, AkaError, Problem
 from aka_core.models import TaskResult
 
 log = structlog.get_logger("aka.run")
@@ -84,15 +84,21 @@ def set_aside_interrupted(run_dir: Path, task_id: str) -> None:
 
 
 def read_run_file(run_dir: Path) -> dict[str, Any]:
-    """``run.yaml`` of ``run_dir`` as plain data, for resuming or running one of its tasks."""
-    path = run_dir / RUN_FILE
-    if not path.is_file():
-        raise UsageError(f"{run_dir} is not a run directory (no {RUN_FILE}); pass the folder that "
-                         "`aka run` printed")
-    try:
-        return yamlio.load_plain_yaml(path)
-    except Exception as exc:
-        raise AkaError(f"{path}: cannot read: {exc}") from exc
+    """``run.yaml`` of ``run_dir`` as plain data: the one reader of that file (resuming a run,
+    running one of its tasks, reports). A missing folder or file, or one that is not a YAML
+    mapping, raises ``ResultError`` naming it (exit status 2)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ResultError(Problem("run directory not found", file=run_dir,
+                                  hint="pass the folder that `aka run` printed"))
+    run_file = run_dir / RUN_FILE
+    if not run_file.is_file():
+        raise ResultError(Problem(f"not an aka run directory: no {RUN_FILE}", file=run_dir,
+                                  hint="pass the folder that `aka run` printed"))
+    run_yaml = _load_yaml_file(run_file, RUN_FILE)
+    if not isinstance(run_yaml, dict):
+        raise ResultError(Problem(f"{RUN_FILE} must be a mapping", file=run_file))
+    return run_yaml
 
 
 def reports_dir(run_dir: Path) -> Path:
@@ -164,16 +170,8 @@ class RunRecord:
 def load_run(run_dir: Path) -> RunRecord:
     """Read ``run.yaml`` and every task's result. Errors name the file that is wrong."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise ResultError(Problem("run directory not found", file=run_dir,
-                                  hint="pass the folder that `aka run` printed"))
+    run_yaml = read_run_file(run_dir)
     run_file = run_dir / RUN_FILE
-    if not run_file.is_file():
-        raise ResultError(Problem(f"not an aka run directory: no {RUN_FILE}", file=run_dir,
-                                  hint="pass the folder that `aka run` printed"))
-    run_yaml = _load_yaml_file(run_file, RUN_FILE)
-    if not isinstance(run_yaml, dict):
-        raise ResultError(Problem(f"{RUN_FILE} must be a mapping", file=run_file))
     raw_ids = run_yaml.get("task_ids")
     if not isinstance(raw_ids, list) or not all(isinstance(t, str) for t in raw_ids):
         raise ResultError(Problem("task_ids must be a list of task ids", file=run_file,

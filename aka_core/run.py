@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from aka_core import __version__, gpus, parallel
-from aka_core.config import check_agent_factory, load_run_config, resolve_tasks_directory
+from aka_core.config import check_agent_factory, read_run_config, resolve_tasks_directory
 from aka_core.convert import structure, unstructure
 from aka_core.devices import probe
 from aka_core.errors import AkaError, ConfigError, Problem, UsageError
@@ -46,7 +46,7 @@ from aka_core.results import (
     task_result_path,
 )
 from aka_core.selection import resolve_selectors
-from aka_core.yamlio import load_yaml, write_yaml_atomic
+from aka_core.yamlio import write_yaml_atomic
 
 log = structlog.get_logger("aka.run")
 DEVICE_ON_NODE = "chosen-on-the-node"
@@ -92,12 +92,13 @@ def _source(config: RunConfig) -> Path | None:
 
 def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = None,
                output_root: Path | None = None) -> Path:
-    """Validate everything, then write ``run.yaml``; returns the new run directory."""
-    config = load_run_config(config_path, host)
-    check_agent_factory(config, host, config_path)
+    """Validate everything, then write ``run.yaml``; returns the new run directory. The config
+    file is read once; every later check takes its lines from that reading."""
+    loaded = read_run_config(config_path, host)  # resources are checked there too
+    config, source_doc = loaded.config, loaded.source
+    check_agent_factory(config, host, config_path, source_doc)
     tasks_root = resolve_tasks_directory(config, config_path)
-    source_doc = load_yaml(config_path)
-    check_resources(config, config_path, source_doc)
+    _note_resources_left_to_executor(config)
     task_ids = resolve_selectors(list(config.tasks), tasks_root, host,
                                  source_file=config_path, source_doc=source_doc)
     elsewhere = host.executor(config.executor.name).runs_elsewhere
@@ -136,6 +137,10 @@ def check_resources(config: RunConfig, config_path: Path, source_doc: Any) -> No
     problems: list[Problem] = resource_problems(config.resources, config_path, source_doc)
     if problems:
         raise ConfigError(problems)
+    _note_resources_left_to_executor(config)
+
+
+def _note_resources_left_to_executor(config: RunConfig) -> None:
     resources = config.resources
     if config.executor.name != "local" and (resources.gpus or resources.gpu_groups
                                             or resources.workers_per_gpu > 1):
