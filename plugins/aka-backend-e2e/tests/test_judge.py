@@ -204,3 +204,39 @@ def test_api_run_with_the_noop_agent_judges_the_baseline(tasks: Path, tmp_path: 
     prompt = (outcome.run_dir / "e2e" / "norms_tiny" / "logs").glob("*")
     assert result.evaluation["correctness"]["passed"] is True
     assert list(prompt) is not None
+
+
+WARMUP_CRASH = OTHER_NORM + '''
+
+def rms_norm(x, weight, eps):  # fails in the engine's warm-up, as a broken build would
+    raise RuntimeError("no compiler")
+'''
+
+
+def test_a_candidate_engine_that_fails_its_warm_up_is_blamed_when_the_toolchain_works(
+        task_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("triton")
+    result = evaluate(task_dir, candidate(tmp_path, WARMUP_CRASH))
+    assert result.status == "completed" and not result.candidate_accepted
+    assert result.evaluation["failure"]["kind"] == "crashed"
+    assert result.evaluation["e2e"]["toolchain_control"] == {"passed": True}
+
+
+def test_a_toolchain_that_fails_a_known_good_kernel_too_is_the_evaluators_fault(
+        task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The control engine's known-good Triton kernel failing stands for a broken toolchain (on
+    # an H200: a Triton build whose compiler had no scratch folder).
+    pytest.importorskip("triton")
+    from aka_backend_e2e import judge
+
+    broken = tmp_path / "broken_canary"
+    broken.mkdir()
+    (broken / "activation.py").write_text(
+        "def silu_and_mul(x):\n    raise RuntimeError('cannot create temporary file')\n")
+    monkeypatch.setattr(judge, "CANARY_TREE", broken)
+    result = evaluate(task_dir, candidate(tmp_path, WARMUP_CRASH))
+    assert result.status == "infra_error"
+    failure = result.evaluation["failure"]
+    assert failure["kind"] == "infra_error" and failure["retryable"]
+    assert "toolchain" in failure["message"]
+    assert result.evaluation["e2e"]["toolchain_control"]["passed"] is False

@@ -32,6 +32,7 @@ of the candidate its kinds (``compile``, ``correctness``, ``crashed``, ``timeout
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import random
 import secrets
@@ -76,6 +77,7 @@ log = structlog.get_logger("aka.e2e")
 MAX_TREE_BYTES = 64 * 2**20
 """The most a candidate's kernel tree may hold (files it added included)."""
 CORRECTNESS_SLOTS = 16
+CANARY_TREE = Path(__file__).resolve().parent / "canary_kernels"
 """The most sequences a correctness engine serves at once."""
 QUICK = {"min_pairs": 1, "max_pairs": 1}
 """An advisory evaluation (``aka selfcheck``) times one pair per case."""
@@ -330,6 +332,10 @@ class Evaluation:
                 except BaseException as exc:  # re-raised below, after cleanup
                     failed[arm] = exc
         try:
+            if "candidate" in failed and "baseline" not in failed:
+                fault = self.toolchain_fault(adapter, case, logs, failed["candidate"])
+                if fault:
+                    raise EngineSetupError(fault, arm="candidate", phase="compile")
             if failed:
                 raise failed.get("baseline") or failed["candidate"]
             for arm in ARMS:
@@ -342,6 +348,35 @@ class Evaluation:
             arm: {"kernel_digest": started[arm].info.get("kernel_digest"),
                   "load_s": started[arm].info.get("load_s")} for arm in ARMS}}
         return started
+
+    def toolchain_fault(self, adapter: Any, case: WorkloadCase, logs: Path,
+                        exc: BaseException) -> str | None:
+        """Why a candidate engine's build or warm-up failure is the evaluator's, or None: the
+        baseline tree is plain PyTorch, so nothing else shows that Triton and its compiler work
+        in an engine's sandbox. A control engine (the baseline tree with a known-good Triton
+        kernel over it) that fails too puts the fault on the toolchain (seen on a GPU: a
+        compiler without its scratch folder), never on the candidate."""
+        from aka_backend_e2e.adapters.base import EngineCrashed, KernelLoadFailed
+
+        if not isinstance(exc, EngineCrashed | KernelLoadFailed) or importlib.util.find_spec(
+                "triton") is None:
+            return None
+        control = self.scratch / "control" if self.scratch else None
+        if control is None:
+            return None
+        shutil.copytree(self.trees["baseline"], control)
+        shutil.copyfile(CANARY_TREE / "activation.py", control / "activation.py")
+        try:
+            run = adapter.start("baseline", control, self.workload, case, logs / "control")
+        except (EngineFailure, EngineSetupError) as control_exc:
+            self.record["e2e"]["toolchain_control"] = {"passed": False,
+                                                       "message": str(control_exc)[:2000]}
+            return (f"the candidate's engine failed ({exc}), and so did a control engine with a "
+                    f"known-good Triton kernel ({control_exc}): the toolchain is at fault; "
+                    "evaluate again once it works")
+        run.stop()
+        self.record["e2e"]["toolchain_control"] = {"passed": True}
+        return None
 
     def account(self, arm: str, info: Mapping[str, Any], digest: str) -> None:
         """Keep what an engine reported at load; it must have loaded the tree it was given."""
