@@ -18,17 +18,7 @@ from aka_backend_e2e import engine, kernels_api, model, oracle, tensors, weights
 TINY = model.config_by_name("tiny")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: threads only contend
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tiny_weights():
-    return model.init_weights(TINY, 0)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _requests(lengths, max_tokens, seed=3):

@@ -16,12 +16,7 @@ TINY = model.config_by_name("tiny")
 TINY_SEED0_DIGEST = "sha256:8d1f68441726300340fdd0cc8150c38790fc846761d1daf6976342bdca2a8ddc"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: threads only contend
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_unknown_config_names_the_choices():

@@ -46,17 +46,7 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: threads only contend
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tiny_weights():
-    return model.init_weights(TINY, 0)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _tree(root: Path, edits: list[tuple[str, str, str]]) -> kernels_api.KernelSet:
