@@ -18,6 +18,9 @@
 #   bash bench/device_steps.sh 11 TASK...  # validate --run and the stored solution of these tasks
 #   bash bench/device_steps.sh 12 TASK...  # step 11 on these tasks (the ones whose baselines overflowed
 #                                    # the launch queue), then the GPU red team's newest exploits
+#   bash bench/device_steps.sh 13    # the launch-queue tasks and exploit again, then the first e2e
+#                                    # task's solution and A/A (E2E_TASKS, E2E_DEADLINE_S)
+#   bash bench/device_steps.sh 14 [TASK...]  # e2e tasks: A/A, stored solution, mutants (E2E_SECTIONS)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/). Next: step 11 on the tasks not yet validated on the H200
 # (`aka tasks --target H200` lists them: "-" in the last column), then 3 with every GPU task.
@@ -27,7 +30,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 12}"
+step="${1:?step 1 to 14}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -133,5 +136,24 @@ PY
       --exploits wait_for_the_gpu_in_every_call transpose_returns_a_view transpose_by_torch_copy \
       2>&1 | tail -20
     ;;
-  *) echo "step 1 to 12" >&2; exit 2 ;;
+  13)
+    # The two tasks whose baselines overflowed the launch queue, the red team's launch-queue
+    # exploit, then the first e2e task (its weights generated once into $AKA_E2E_CACHE).
+    python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --by-task \
+      --no-trivial --deadline-s 170 --jobs 2 --tasks torch2triton/linear_recurrence_scan \
+      torch2triton/moe_grouped_gemm 2>&1 | tail -20
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 80 \
+      --exploits stall_large_blocks 2>&1 | tail -8
+    export AKA_E2E_CACHE=/opt/e2e-cache
+    python3 bench/e2e_bench.py --out "$out/e2e" --sections solution,validate \
+      --tasks ${E2E_TASKS:-qwen3_norms} --deadline-s "${E2E_DEADLINE_S:-250}" 2>&1 | tail -30
+    ;;
+  14)
+    # The e2e tasks (issue 14): validation (A/A), the stored solutions, the mutants.
+    export AKA_E2E_CACHE=/opt/e2e-cache
+    shift
+    python3 bench/e2e_bench.py --out "$out/e2e" --sections "${E2E_SECTIONS:-validate,solution,mutants}" \
+      ${1:+--tasks "$@"} --deadline-s "${E2E_DEADLINE_S:-520}" 2>&1 | tail -40
+    ;;
+  *) echo "step 1 to 14" >&2; exit 2 ;;
 esac
