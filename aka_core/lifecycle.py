@@ -14,7 +14,6 @@ SIGTERM) during a task, the task gets no result (``aka run --resume`` redoes it)
 from __future__ import annotations
 
 import contextvars
-import datetime as dt
 import math
 import os
 import shutil
@@ -51,7 +50,7 @@ from aka_core.models import (
 from aka_core.operator_tasks import load_task
 from aka_core.prompt import build_prompt
 from aka_core.records import AgentInvocation, JudgeRequest, TaskJudge
-from aka_core.results import agent_cost_path, task_dir, write_task_result
+from aka_core.results import agent_cost_path, now_iso, task_dir, write_task_result
 from aka_core.workspace import (
     changed_since,
     check_and_restore,
@@ -68,10 +67,6 @@ log = structlog.get_logger("aka.lifecycle")
 # Variables an agent process inherits; everything else (tokens of other tools, cloud keys) is dropped.
 AGENT_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER", "SHELL",
                   "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 @attrs.frozen(kw_only=True)

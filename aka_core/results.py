@@ -30,6 +30,11 @@ AGENT_COSTS_DIR = "agent_costs"
 REPORTS_DIR = "reports"
 
 
+def now_iso() -> str:
+    """A timestamp as every record of a run writes it (UTC, to the second)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
 class ResultError(AkaError):
     """A run directory, ``run.yaml`` or ``task_result.yaml`` is missing or cannot be read (the
     folder given is not a run, or a run's files were damaged). Exit status 2."""
