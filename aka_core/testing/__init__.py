@@ -2,14 +2,27 @@
 test suites subclass: ``ScorerContract``, ``AgentContract``, ``BackendContract``,
 ``ExecutorContract``, ``TaskFormatContract``, and for agents built on the CLI runtime
 ``CliAgentContract``, which runs them against a fake CLI (``aka_core.testing.fake_cli``). See
-``aka_core.testing.contracts`` and ``aka_core.testing.cli_contract`` for how to use them."""
+``aka_core.testing.contracts`` and ``aka_core.testing.cli_contract`` for how to use them.
+
+A plugin's tests import aka through ``aka_core.plugin`` and this module only
+(``tests/core/test_plugin_surface.py`` holds them to it). Besides the contracts, this module hands
+them the core entry points a test drives end to end (``api``, ``create_run``, ``cli_main``,
+``compare_runs``, ``smoke``...), the result files' reader and writer, the workspace steps, the
+fixtures' ``write_task``, and the test kits as modules (``fake_cli`` for the fake CLI's script
+steps, ``processes`` for waiting on process trees). The entry points are imported on first use:
+loading the contracts stays cheap."""
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 # Plain ``assert`` in the contracts gets pytest's detailed messages; must precede the import.
-pytest.register_assert_rewrite("aka_core.testing.contracts", "aka_core.testing.fixtures",
-                               "aka_core.testing.cli_contract")
+pytest.register_assert_rewrite(
+    "aka_core.testing.contracts", "aka_core.testing.fixtures", "aka_core.testing.cli_contract"
+)
 
+from aka_core.testing import fake_cli, processes  # noqa: E402
 from aka_core.testing.cli_contract import NOT_JSON, CliAgentContract, Ending, Outcome  # noqa: E402
 from aka_core.testing.contracts import (  # noqa: E402
     AgentContract,
@@ -18,8 +31,41 @@ from aka_core.testing.contracts import (  # noqa: E402
     PluginContract,
     ScorerContract,
     TaskFormatContract,
+    snapshot,
 )
 from aka_core.testing.fake_cli import FakeCli, Reply, Requires, Script  # noqa: E402
+from aka_core.testing.fixtures import write_task  # noqa: E402
+
+if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
+    from aka_core import api, harness
+    from aka_core.cli import main as cli_main
+    from aka_core.compare import compare_runs
+    from aka_core.lifecycle import case_times
+    from aka_core.operator_tasks import load_task
+    from aka_core.prompt import build_prompt
+    from aka_core.results import read_task_result, write_task_result
+    from aka_core.run import create_run
+    from aka_core.smoke import smoke
+    from aka_core.workspace import check_and_restore, copy_task, prepare_workspace, preserve_baseline
+
+# name -> (module, attribute); attribute None: the name is the module itself.
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "api": ("aka_core.api", None),
+    "harness": ("aka_core.harness", None),
+    "cli_main": ("aka_core.cli", "main"),
+    "compare_runs": ("aka_core.compare", "compare_runs"),
+    "case_times": ("aka_core.lifecycle", "case_times"),
+    "load_task": ("aka_core.operator_tasks", "load_task"),
+    "build_prompt": ("aka_core.prompt", "build_prompt"),
+    "read_task_result": ("aka_core.results", "read_task_result"),
+    "write_task_result": ("aka_core.results", "write_task_result"),
+    "create_run": ("aka_core.run", "create_run"),
+    "smoke": ("aka_core.smoke", "smoke"),
+    "check_and_restore": ("aka_core.workspace", "check_and_restore"),
+    "copy_task": ("aka_core.workspace", "copy_task"),
+    "prepare_workspace": ("aka_core.workspace", "prepare_workspace"),
+    "preserve_baseline": ("aka_core.workspace", "preserve_baseline"),
+}
 
 __all__ = [
     "NOT_JSON",
@@ -36,4 +82,39 @@ __all__ = [
     "ScorerContract",
     "Script",
     "TaskFormatContract",
+    "api",
+    "build_prompt",
+    "case_times",
+    "check_and_restore",
+    "cli_main",
+    "compare_runs",
+    "copy_task",
+    "create_run",
+    "fake_cli",
+    "harness",
+    "load_task",
+    "prepare_workspace",
+    "preserve_baseline",
+    "processes",
+    "read_task_result",
+    "smoke",
+    "snapshot",
+    "write_task",
+    "write_task_result",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a lazy name on first use and keep it, so later lookups are plain attributes."""
+    try:
+        module_name, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
