@@ -42,6 +42,7 @@ from typing import Any, ClassVar, cast, get_args
 import attrs
 import structlog
 
+from aka_core.gpus import gpu_lock_dir
 from aka_core.interrupt import signals_deferred
 from aka_core.models import AgentExecution, AgentStatus, AgentUsage
 from aka_core.records import AgentInvocation
@@ -476,9 +477,7 @@ class CliAgent:
         if interpreter is not None:
             programs.append(str(interpreter))
         writable = [self.options["config_dir"]] if self.options.get("config_dir") else []
-        lock_dir = Path(env.get("AKA_GPU_LOCK_DIR") or Path(tempfile.gettempdir(),
-                                                             "aka-gpu-locks"))
-        lock_dir.mkdir(parents=True, exist_ok=True)
+        lock_dir = gpu_lock_dir(env)
         plan = agent_sandbox.plan(
             workspace=invocation.workspace, private_home=private_home,
             protected=invocation.protected,

@@ -188,8 +188,8 @@ def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
                   held_out_seed: int | None = None) -> TaskContext:
     config = RunConfig(
         agent=AgentConfig(template="external"), tasks=(task.id,),
-        # Only names the device in logs; ``aka eval`` evaluates on whatever GPU this host has.
-        target_gpu_model="cpu" if device == "cpu" else "this-host-gpu",
+        # None: no model is named; ``aka eval`` evaluates on whatever GPU this host has.
+        target_gpu_model="cpu" if device == "cpu" else None,
         scorer=NamedPluginConfig(name=scorer, options=scorer_options),
         evaluation=EvaluationConfig(device=device, held_out=held_out,  # type: ignore[arg-type]
                                     held_out_seed=held_out_seed,

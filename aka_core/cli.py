@@ -144,14 +144,15 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         config = load_run_config(Path(args.config), host)
         root = resolve_tasks_directory(config, Path(args.config))
         selectors = args.selectors or list(config.tasks)
-        target = target or config.target_gpu_model
+        model = gpus.target_model(target) if target else config.target_gpu_model
     else:
         root = Path(args.tasks_dir or "tasks").resolve()
         if not root.is_dir():
             raise UsageError(f"no tasks folder at {root}; pass --tasks-dir or --config")
         selectors = args.selectors or sorted(discover_tasks(root, host))
+        model = gpus.target_model(target) if target else None
     ids = resolve_selectors(selectors, root, host)
-    model = gpus.gpu_model(target) if target else None
+    target = model.name if model is not None else None
     checks_gpu = model is not None and not model.is_cpu
     rows = []
     for task_id in ids:
@@ -343,7 +344,9 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
     result = selfcheck(Path(args.workspace), _host(), device=args.device,
                        timing=not args.no_timing)
     if args.json:
-        _print_json(result)
+        from aka_core.convert import unstructure
+
+        _print_json(unstructure(result))
     else:
         print(render(result))
     return EXIT_OK if result["pass_correctness"] else EXIT_FAILURE
@@ -352,13 +355,14 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
 def cmd_check_agents(args: argparse.Namespace) -> int:
     from aka_core.agent_runtime import AgentCheck
     from aka_core.config import load_run_config
+    from aka_core.records import CheckedAgent
 
     host = _host()
     checks: list[AgentCheck] = []
     for path in args.configs:
         config = load_run_config(Path(path), host)
         agent = host.agent(config.agent.template).factory(dict(config.agent.options))
-        if hasattr(agent, "check"):
+        if isinstance(agent, CheckedAgent):
             checks.append(agent.check())
         else:
             checks.append(AgentCheck(agent=config.agent.template, installed=True,

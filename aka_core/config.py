@@ -60,17 +60,18 @@ def read_run_config(path: Path, host: PluginHost | None = None) -> LoadedRunConf
     problems = validate_document(data, load_schema("run_config"), file=path, source=source)
     if problems:
         raise ConfigError(problems)
+    try:  # an unknown model is a problem with its line, reported with the others below
+        gpus.target_model(data["target_gpu_model"])
+    except ConfigError as exc:
+        problems += [attrs.evolve(p, file=path, line=line_of(source, ["target_gpu_model"]))
+                     for p in exc.problems]
+        data = {**data, "target_gpu_model": None}  # go on to find the file's other problems
     try:
         config = structure(data, RunConfig)
     except cattrs.BaseValidationError as exc:  # the schema should have caught it; say so plainly
         raise ConfigError(Problem(f"invalid run config: {exc!r}", file=path)) from None
     config = attrs.evolve(config, source=str(path))
 
-    try:
-        gpus.gpu_model(config.target_gpu_model)
-    except ConfigError as exc:
-        problems += [attrs.evolve(p, file=path, line=line_of(source, ["target_gpu_model"]))
-                     for p in exc.problems]
     if host is not None:
         problems += _check_plugins(config, host, path, source)
     problems += resource_problems(config.resources, path, source)

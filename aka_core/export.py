@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aka_core.errors import UsageError
-from aka_core.models import TaskResult
+from aka_core.models import TASK_FILE, TaskResult
 from aka_core.reports import finite
 from aka_core.results import RunRecord, load_run
 
@@ -31,7 +31,7 @@ def _editable(run_dir: Path, task_id: str) -> list[str] | None:
     from aka_core.yamlio import load_plain_yaml
 
     for name in ("baseline", "workspace"):
-        path = task_dir(run_dir, task_id) / name / "task.yaml"
+        path = task_dir(run_dir, task_id) / name / TASK_FILE
         if path.is_file():
             try:
                 editable = load_plain_yaml(path).get("editable")

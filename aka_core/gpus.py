@@ -8,14 +8,19 @@ a task does not fit a target, so the run records a skip instead of a confusing f
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import tempfile
 from collections.abc import Mapping
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from aka_core.errors import ConfigError, Problem
-from aka_core.models import Task
+
+if TYPE_CHECKING:  # models imports this module for the parsed ``target_gpu_model``
+    from aka_core.models import Task
 
 Vendor = Literal["nvidia", "amd"]
 
@@ -73,6 +78,20 @@ KNOWN_GPUS: dict[str, GpuModel] = {
     )
 }
 
+GPU_LOCK_DIR_VARIABLE = "AKA_GPU_LOCK_DIR"
+"""Names the folder of the per-GPU lock files (default: ``aka-gpu-locks`` in the system temp
+folder). Every process that checks or times on a GPU takes its lock there, so all of them (local
+workers, containers, a confined agent's ``aka selfcheck``) must see the same folder."""
+
+
+def gpu_lock_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The folder of the per-GPU lock files for ``environ`` (default: this process's), created."""
+    env = os.environ if environ is None else environ
+    folder = Path(env.get(GPU_LOCK_DIR_VARIABLE) or Path(tempfile.gettempdir(), "aka-gpu-locks"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 # Backends that compile for one vendor only; every other backend (triton, python) is portable.
 BACKEND_VENDORS: dict[str, Vendor] = {"cuda": "nvidia", "hip": "amd", "flydsl": "amd"}
 
@@ -108,14 +127,30 @@ def gpu_model(name: str) -> GpuModel:
     ))
 
 
-def skip_reason(task: Task, target: GpuModel | str) -> str | None:
-    """Why ``task`` cannot run on ``target``, or None when it can.
+def target_model(value: GpuModel | str | None) -> GpuModel | None:
+    """A run config's ``target_gpu_model`` parsed once, where the config is read or built.
+
+    The model keeps the spelling of the config (``h100`` stays ``h100`` in the run directory's
+    name and in ``run.yaml``). None (only in code, never in a config file): no model is named,
+    the GPU this host has is the target (``aka eval``). Raises ``ConfigError`` for an unknown name.
+    """
+    if value is None or isinstance(value, GpuModel):
+        return value
+    model = gpu_model(value)
+    return model if model.name == value else attrs.evolve(model, name=value)
+
+
+def skip_reason(task: Task, target: GpuModel | None) -> str | None:
+    """Why ``task`` cannot run on ``target``, or None when it can (always, for None: whatever
+    GPU this host has is the target, and the evaluation says what it cannot do there).
 
     On a ``cpu`` target only tasks whose correctness runs without a GPU (``cpu_interpreter``) and
     whose backend is not vendor-specific run; the GPU requirements are not checked there.
     ``min_compute_capability`` is an NVIDIA notion: it constrains NVIDIA targets only.
     """
-    gpu = gpu_model(target) if isinstance(target, str) else target
+    if target is None:
+        return None
+    gpu = target
     needs = task.requires
     backend_vendor = BACKEND_VENDORS.get(task.backend)
     if gpu.is_cpu:

@@ -28,7 +28,6 @@ import structlog
 
 from aka_core import gpus, integrity, native
 from aka_core.convert import structure, unstructure
-from aka_core.errors import ConfigError
 from aka_core.evaluation import evaluate
 from aka_core.evaluation.request import EvaluationRequest, SideRef, cases_for
 from aka_core.failures import TIMING_FAILURES, FailureKind
@@ -316,7 +315,7 @@ def _run_agent_once(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -
             prompt=build_prompt(task, ctx.config.target_gpu_model),
             timeout_seconds=cfg.agent_seconds,
             environment={k: v for k, v in os.environ.items() if k in AGENT_ENV_KEEP},
-            target_gpu_model=ctx.config.target_gpu_model,
+            target_gpu_model=ctx.config.target_name,
             protected=protected_paths(task, ctx.tasks_root, ctx.run_dir,
                                       *ctx.protected_extra),
             readable=(str((workspace.parent / "baseline").resolve()),),
@@ -348,7 +347,7 @@ def cpu_unrunnable(task: Task, device: str, host: PluginHost | None = None) -> s
 
 
 def compile_only_architecture(task: Task, device: str, host: PluginHost,
-                              target_gpu_model: str | None = None) -> str | None:
+                              target: gpus.GpuModel | None = None) -> str | None:
     """The architecture to build ``task`` for when ``device`` cannot run it, or None to run it.
 
     Only on the CPU, for a task that needs a GPU, with a backend that builds without one: the
@@ -360,10 +359,6 @@ def compile_only_architecture(task: Task, device: str, host: PluginHost,
     default = host.backend(task.backend).compile_only_architecture
     if default is None:
         return None
-    try:
-        target = gpus.gpu_model(target_gpu_model) if target_gpu_model else None
-    except ConfigError:  # not a model name (``aka eval``'s "this-host-gpu")
-        target = None
     if target is not None and not target.is_cpu and target.architecture:
         return target.architecture
     return task.requires.architectures[0] if task.requires.architectures else default

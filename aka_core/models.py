@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import attrs
 
+from aka_core.gpus import GpuModel, target_model
+
 # --------------------------------------------------------------------------- run config
 
 
@@ -101,7 +103,10 @@ class ResourcesConfig:
 class RunConfig:
     agent: AgentConfig
     tasks: tuple[str, ...]
-    target_gpu_model: str
+    target_gpu_model: GpuModel | None = attrs.field(converter=target_model)
+    """Parsed once, where the config is read or built (a name such as ``H100``, or an
+    architecture, is accepted in code too). None, only in code: the GPU this host has
+    (``aka eval``)."""
     log_directory: str = "logs"
     workspace_directory_prefix: str = "workspace"
     tasks_directory: str | None = None
@@ -111,6 +116,12 @@ class RunConfig:
     resources: ResourcesConfig = attrs.Factory(ResourcesConfig)
     source: str | None = None
     """The file the config was read from (not part of the schema)."""
+
+    @property
+    def target_name(self) -> str:
+        """The target as the config spells it, for names and messages (``this host's GPU`` when
+        none is named)."""
+        return "this host's GPU" if self.target_gpu_model is None else self.target_gpu_model.name
 
 
 # --------------------------------------------------------------------------- tasks
@@ -211,6 +222,11 @@ class TaskRules:
     dtype, on no more elements than the task's baseline does plus ``max_rounding_mismatch``
     (float32 formulas of GELU differ by under 2% of bf16 elements; float16 arithmetic by 13-22%)."""
     max_rounding_mismatch: float = 0.05
+
+
+TASK_FILE = "task.yaml"
+"""The file that makes a folder a task of the builtin ``operator`` format (other formats have
+their own, ``TaskFormatSpec.marker_file``)."""
 
 
 @attrs.frozen(kw_only=True)

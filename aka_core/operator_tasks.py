@@ -21,7 +21,7 @@ from aka_core.cost import CostError
 from aka_core.cost import evaluate as evaluate_cost
 from aka_core.cost import parse as parse_cost
 from aka_core.errors import ConfigError, Problem
-from aka_core.models import HeldOutDraws, Task
+from aka_core.models import TASK_FILE, HeldOutDraws, Task
 from aka_core.records import TaskFormat
 from aka_core.schema_validation import (
     field_path,
@@ -34,7 +34,6 @@ from aka_core.yamlio import line_of, load_yaml, to_builtin
 if TYPE_CHECKING:  # the caller passes its host in; the host registers this format
     from aka_core.host import PluginHost
 
-TASK_FILE = "task.yaml"
 CALLABLE_FIELDS = ("entrypoint", "reference", "inputs", "baseline")
 
 

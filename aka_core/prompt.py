@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
+from aka_core.gpus import GpuModel
 from aka_core.models import Task
 
 
-def _target_line(target_gpu_model: str) -> str:
-    from aka_core import gpus
-
-    try:
-        model = gpus.gpu_model(target_gpu_model)
-    except Exception:
-        return target_gpu_model
-    if model.is_cpu:
+def _target_line(target: GpuModel | None) -> str:
+    if target is None:
+        return "the GPU of the host that evaluates (no model named)"
+    if target.is_cpu:
         return "none (CPU only: correctness runs through the interpreter; nothing is timed)"
-    parts = [p for p in (model.vendor, model.architecture,
-                         f"compute capability {model.compute_capability}"
-                         if model.compute_capability else None) if p]
-    return f"{model.name} ({', '.join(parts)})"
+    parts = [p for p in (target.vendor, target.architecture,
+                         f"compute capability {target.compute_capability}"
+                         if target.compute_capability else None) if p]
+    return f"{target.name} ({', '.join(parts)})"
 
 
-def build_prompt(task: Task, target_gpu_model: str) -> str:
+def build_prompt(task: Task, target: GpuModel | None) -> str:
     if task.judging is not None:
-        return _judged_prompt(task, target_gpu_model)
+        return _judged_prompt(task, target)
     editable = ", ".join(task.editable)
     cases = "\n".join(f"  - {c.name}: {c.params}" for c in task.cases)
     return f"""You are optimising a GPU kernel task: {task.id} ({task.family}, backend {task.backend}).
@@ -32,7 +29,7 @@ def build_prompt(task: Task, target_gpu_model: str) -> str:
 Files you may edit: {editable}
 Entrypoint the evaluator calls: {task.entrypoint} (with the keyword arguments the task's inputs
 factory builds; see {task.inputs.split(":")[0]})
-Target GPU: {_target_line(target_gpu_model)}
+Target GPU: {_target_line(target)}
 Visible cases (held-out cases with other shapes are evaluated too):
 {cases}
 
@@ -51,7 +48,7 @@ independent, uses other random inputs and also runs the held-out cases.
 """
 
 
-def _judged_prompt(task: Task, target_gpu_model: str) -> str:
+def _judged_prompt(task: Task, target: GpuModel | None) -> str:
     """The prompt of a task whose format judges it (``Task.judging`` says how)."""
     assert task.judging is not None
     cases = "\n".join(f"  - {c.name}: {c.params}" for c in task.cases)
@@ -60,7 +57,7 @@ def _judged_prompt(task: Task, target_gpu_model: str) -> str:
 {task.instructions.strip()}
 
 Files you may edit: {", ".join(task.editable)}
-Target GPU: {_target_line(target_gpu_model)}
+Target GPU: {_target_line(target)}
 Cases:
 {cases}
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import attrs
 
 if TYPE_CHECKING:
+    from aka_core.agent_runtime import AgentCheck
     from aka_core.models import (
         AgentExecution,
         DeviceInfo,
@@ -53,6 +54,10 @@ class AgentSpec(PluginRecord):
     """An agent that produces a candidate in a workspace. ``factory(options) -> Agent``."""
 
     kind: ClassVar[str] = "agent"
+    needs_network: bool = False
+    """The agent reaches its model over the network (a CLI agent, whose agent object is a
+    ``CheckedAgent``): an executor that isolates tasks (docker) gives its tasks a network. An
+    in-process agent (noop, replay, a policy) gets none."""
 
 
 @attrs.frozen(kw_only=True)
@@ -123,6 +128,16 @@ class AgentInvocation:
 class Agent(Protocol):
     def run(self, invocation: AgentInvocation) -> AgentExecution:
         """Edit ``invocation.workspace``; return what happened. Never raise for agent failures."""
+
+
+@runtime_checkable
+class CheckedAgent(Agent, Protocol):
+    """An agent that can say whether it is ready before a run (a CLI agent:
+    ``agent_runtime.CliAgent``): ``aka check-agents`` asks it; an agent without ``check`` runs
+    in-process, with nothing to install or log in to."""
+
+    def check(self) -> AgentCheck:
+        """Installed, which version, logged in (None: cannot tell)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -60,9 +60,9 @@ def run_directory_name(config: RunConfig, suffix: str | None) -> str:
 def choose_device(config: RunConfig) -> str:
     """Where evaluations run; refuses to time on a GPU other than the target, or to spread tasks
     over GPU ids this host does not have."""
-    target = gpus.gpu_model(config.target_gpu_model)
+    target = config.target_gpu_model  # None (only in code): this host's GPU, whatever it is
     wanted = config.evaluation.device
-    if target.is_cpu or wanted == "cpu":
+    if (target is not None and target.is_cpu) or wanted == "cpu":
         return "cpu"
     found = probe().get("gpu")
     if found is None:
@@ -70,13 +70,13 @@ def choose_device(config: RunConfig) -> str:
             raise ConfigError(f"evaluation.device is cuda but this host has no GPU visible to "
                               f"PyTorch ({probe().get('torch') or 'torch not installed'})")
         raise ConfigError(
-            f"target_gpu_model is {config.target_gpu_model} but this host has no GPU visible to "
+            f"target_gpu_model is {config.target_name} but this host has no GPU visible to "
             "PyTorch; set target_gpu_model: cpu (or evaluation.device: cpu) for a correctness-only "
             "run (evaluation.device: cpu also builds cuda/hip/flydsl tasks compile-only for the "
             "target), or run on a host with the target GPU", file=_source(config))
-    mismatch = gpus.gpu_mismatch(found, target)
+    mismatch = gpus.gpu_mismatch(found, target) if target is not None else None
     if mismatch:
-        raise ConfigError(f"target_gpu_model is {config.target_gpu_model} but {mismatch}; change "
+        raise ConfigError(f"target_gpu_model is {config.target_name} but {mismatch}; change "
                           "target_gpu_model or run on the target", file=_source(config))
     if config.executor.name == "local":  # other executors place tasks on GPUs themselves
         missing = missing_gpu_problems(config.resources, int(found.get("count") or 1),
@@ -105,7 +105,7 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
     # Where tasks run on other hosts, their device is chosen (and checked) there, in run-task.
     device = DEVICE_ON_NODE if elsewhere else choose_device(config)
     output_root = (output_root or Path.cwd()).resolve()
-    group = f"{config.workspace_directory_prefix}_{config.target_gpu_model}_{config.agent.template}"
+    group = f"{config.workspace_directory_prefix}_{config.target_name}_{config.agent.template}"
     run_dir = output_root / group / run_directory_name(config, run_suffix)
     counter = 1
     while run_dir.exists():

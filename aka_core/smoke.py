@@ -9,7 +9,8 @@ cuda backend without a GPU on a CPU host builds compile-only, which is fine ther
 
 The local runtime is always checked. An executor that runs tasks elsewhere adds the same checks
 made there, and its own (the docker executor: engine reachable, image present, GPU visible inside
-the container), through an optional ``smoke(target_gpu_model) -> list[Check]`` method.
+the container), through an optional ``smoke(target) -> list[Check]`` method (``target``: the parsed
+``gpus.GpuModel``, or None).
 
 ``python -m aka_core.smoke --facts`` prints the facts of the runtime it runs in as one JSON line:
 that is how an executor asks a container, which then runs the same code as a local check.
@@ -129,13 +130,12 @@ def backend_readiness(host: PluginHost) -> dict[str, dict[str, Any]]:
 # --------------------------------------------------------------------------- checks
 
 
-def runtime_checks(facts: Mapping[str, Any], target_gpu_model: str | None, *,
+def runtime_checks(facts: Mapping[str, Any], target: gpus.GpuModel | None, *,
                    where: str = "local", gpu_hint: str = "") -> list[Check]:
-    """Judge ``facts`` (from ``runtime_facts``) for ``target_gpu_model``.
+    """Judge ``facts`` (from ``runtime_facts``) for ``target`` (None: none was given).
 
     ``gpu_hint``: what to do when a GPU target finds no GPU (the executor knows best).
     """
-    target = gpus.gpu_model(target_gpu_model) if target_gpu_model else None
     checks: list[Check] = []
 
     def add(name: str, ok: bool, detail: str, limited: bool = False) -> None:
@@ -247,9 +247,9 @@ def smoke(host: PluginHost, *, executor: str | None = None, target_gpu_model: st
     ``image`` is shorthand for ``executor_options["image"]`` (the docker executor's image).
     Raises ``ConfigError`` for an unknown target and ``PluginError`` for an unknown executor.
     """
-    if target_gpu_model:
-        gpus.gpu_model(target_gpu_model)  # an unknown model is a usage error, not a failed check
-    checks = runtime_checks(runtime_facts(host), target_gpu_model)
+    # parsed once; an unknown model is a usage error, not a failed check
+    target = gpus.target_model(target_gpu_model) if target_gpu_model else None
+    checks = runtime_checks(runtime_facts(host), target)
     if executor in (None, "local"):
         return checks
     spec = host.executor(executor)
@@ -265,7 +265,7 @@ def smoke(host: PluginHost, *, executor: str | None = None, target_gpu_model: st
     if own is None:
         return [*checks, Check(name=executor, ok=True, where=executor,
                                detail="this executor has no runtime checks of its own")]
-    return [*checks, *own(target_gpu_model)]
+    return [*checks, *own(target)]
 
 
 def _option_problems(schema: Mapping[str, Any] | None, options: dict[str, Any]) -> str:

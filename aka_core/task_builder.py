@@ -32,6 +32,7 @@ import attrs
 
 from aka_core.cost import DTYPE_BYTES
 from aka_core.errors import AkaError, ConfigError, Problem, UsageError
+from aka_core.models import TASK_FILE
 from aka_core.task_sizes import Sizes, case_name, plan_sizes
 from aka_core.task_spec import FLOAT_DTYPES, GUIDE, ReferenceSpec, read_reference
 from aka_core.task_templates import (
@@ -108,7 +109,7 @@ def draft_task(reference: Path, *, name: str | None = None, out: Path | None = N
     dest.mkdir(parents=True, exist_ok=True)
     schema = _schema_reference(dest)
     instructions = _instructions(spec, backend, entry, case_dtype, outputs)
-    files["task.yaml"] = render_task_yaml(fields, comments, schema, instructions)
+    files[TASK_FILE] = render_task_yaml(fields, comments, schema, instructions)
     for rel, text in files.items():
         (dest / rel).write_text(text, encoding="utf-8")
     _check_loads(dest, task_id)

@@ -30,7 +30,7 @@ from typing import Any
 from aka_core.errors import AkaError
 from aka_core.failures import FailureKind
 from aka_core.host import PluginHost
-from aka_core.models import Task
+from aka_core.models import TASK_FILE, Task
 from aka_core.trivial_candidates import DESCRIPTIONS, TORCH_COMPUTE, WRONG_OUTPUT, write_candidate
 from aka_core.yamlio import load_yaml
 
@@ -51,7 +51,7 @@ def check(name: str, status: str, detail: str, **extra: Any) -> Check:
 
 
 def static_checks(task: Task) -> list[Check]:
-    source = load_yaml(task.root / "task.yaml")
+    source = load_yaml(task.root / TASK_FILE)
     return [_timeouts(task, source), _held_out_coverage(task), *_unfinished(task)]
 
 
@@ -115,7 +115,7 @@ def _describe(spec: Any) -> str:
 
 
 def _unfinished(task: Task) -> list[Check]:
-    lines = (task.root / "task.yaml").read_text(encoding="utf-8").splitlines()
+    lines = (task.root / TASK_FILE).read_text(encoding="utf-8").splitlines()
     found = [i for i, line in enumerate(lines, start=1) if "TODO" in line or "FIXME" in line]
     if not found:
         return []

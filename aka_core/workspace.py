@@ -13,7 +13,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from aka_core.models import IntegrityReport, Task
+from aka_core.models import TASK_FILE, IntegrityReport, Task
 
 IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 
@@ -41,9 +41,6 @@ def digest(path: Path) -> str:
 
 def digests(root: Path) -> dict[str, str]:
     return {rel: digest(root / rel) for rel in _files(root)}
-
-
-TASK_FILE = "task.yaml"
 
 
 def agent_view_of_task_file(task: Task) -> str:

@@ -865,16 +865,14 @@ def _short_tb(exc: BaseException, limit: int = 6) -> str:
 
 
 def gpu_lock_path() -> Path:
-    import tempfile
-
     import torch
+
+    from aka_core.gpus import gpu_lock_dir
 
     props = torch.cuda.get_device_properties(0)
     ident = str(getattr(props, "uuid", "") or os.environ.get("CUDA_VISIBLE_DEVICES", "0"))
     ident = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in ident)
-    folder = Path(os.environ.get("AKA_GPU_LOCK_DIR") or Path(tempfile.gettempdir(), "aka-gpu-locks"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"aka-gpu-{ident}.lock"
+    return gpu_lock_dir() / f"aka-gpu-{ident}.lock"
 
 
 def acquire_gpu_lock() -> Any:

@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from aka_core.models import TASK_FILE
 from aka_core.service.scheduler import Scheduler
 from aka_core.service.store import Conflict
 
@@ -59,7 +60,7 @@ class Service:
         if not isinstance(task_id, str) or not TASK_PATTERN.match(task_id) or ".." in task_id:
             raise BadRequest(400, "task", "task must be a task id such as triton2triton/gelu")
         folder = self.tasks_root / task_id
-        if not (folder / "task.yaml").is_file():
+        if not (folder / TASK_FILE).is_file():
             raise BadRequest(404, "task", f"no task {task_id!r} under {self.tasks_root}")
         if task_id not in self._editable:
             from aka_core.errors import AkaError

@@ -38,6 +38,7 @@ from aka_core.records import (
     Backend,
     BackendReadiness,
     BackendSpec,
+    CheckedAgent,
     Executor,
     ExecutorSpec,
     PluginRecord,
@@ -179,6 +180,14 @@ class AgentContract(PluginContract):
     @pytest.fixture
     def invocation(self, request: pytest.FixtureRequest, make_invocation: Any) -> AgentInvocation:
         return make_invocation(provided(request, "task_id"))
+
+    def test_needs_network_is_declared_for_a_cli_agent(self, spec: AgentSpec,
+                                                        agent: Agent) -> None:
+        """A CLI agent (one ``aka check-agents`` can check) reaches its model over the network:
+        its record must say so, or an isolating executor (docker) cuts it off."""
+        assert spec.needs_network == isinstance(agent, CheckedAgent), (
+            f"{spec.name}: AgentSpec.needs_network must be "
+            f"{isinstance(agent, CheckedAgent)} for {type(agent).__name__}")
 
     def test_run_returns_an_execution(self, agent: Agent, invocation: AgentInvocation) -> None:
         execution = agent.run(invocation)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from aka_core.host import PluginHost, Provider
-from aka_core.models import Task
+from aka_core.models import TASK_FILE, Task
 from aka_core.records import AgentInvocation
 from aka_core.yamlio import dump_yaml
 
@@ -92,7 +92,7 @@ def write_task(tasks_dir: Path, task_id: str = DEFAULT_TASK_ID, **overrides: Any
     task_dir.mkdir(parents=True, exist_ok=True)
     data = {**task_yaml_data(task_id), **overrides}
     header = "# yaml-language-server: $schema=../../../schemas/task.schema.json\n"
-    (task_dir / "task.yaml").write_text(header + dump_yaml(data), encoding="utf-8")
+    (task_dir / TASK_FILE).write_text(header + dump_yaml(data), encoding="utf-8")
     for name, text in (("kernel.py", _KERNEL), ("reference.py", _REFERENCE),
                        ("inputs.py", _INPUTS)):
         (task_dir / name).write_text(text, encoding="utf-8")
@@ -146,7 +146,7 @@ def make_invocation(tmp_path: Path, make_task: Callable[..., Path]) -> Callable[
 
     def make(task_id: str = DEFAULT_TASK_ID, *, timeout_seconds: float = 60.0) -> AgentInvocation:
         task_dir = tmp_path / "tasks" / task_id
-        if not (task_dir / "task.yaml").is_file():
+        if not (task_dir / TASK_FILE).is_file():
             make_task(task_id)
         task = task_from_dir(task_dir, task_id)
         run_dir = tmp_path / "run" / task_id

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from aka_core.config import load_run_config, resolve_tasks_directory
+from aka_core.convert import structure, unstructure
 from aka_core.errors import ConfigError
 from aka_core.host import PluginHost
 from aka_core.models import AgentConfig, NamedPluginConfig, RunConfig
@@ -106,7 +107,18 @@ def test_unknown_gpu_model_names_line_and_known_models(tmp_path: Path, write) ->
 
 def test_architecture_is_a_valid_target(tmp_path: Path, write) -> None:
     path = write(tmp_path / "run.yaml", GOOD.replace("H100", "gfx942"))
-    assert load_run_config(path).target_gpu_model == "gfx942"
+    target = load_run_config(path).target_gpu_model
+    assert target is not None
+    assert (target.name, target.vendor, target.architecture) == ("gfx942", "amd", "gfx942")
+
+
+def test_target_is_parsed_once_and_written_as_spelled(tmp_path: Path, write) -> None:
+    """The config's spelling names the run folder and run.yaml; the model is the known one."""
+    config = load_run_config(write(tmp_path / "run.yaml", GOOD.replace("H100", "h100")))
+    assert config.target_gpu_model is not None
+    assert (config.target_name, config.target_gpu_model.architecture) == ("h100", "sm_90")
+    assert unstructure(config)["target_gpu_model"] == "h100"
+    assert structure(unstructure(config), RunConfig).target_gpu_model == config.target_gpu_model
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path: Path, write) -> None:

@@ -59,32 +59,32 @@ def test_unknown_model_names_the_known_ones_and_a_close_match() -> None:
 
 def test_portable_task_runs_on_both_vendors() -> None:
     task = make_task(vendors=("nvidia", "amd"))
-    assert skip_reason(task, "H100") is None
+    assert skip_reason(task, gpu_model("H100")) is None
     assert skip_reason(task, gpu_model("MI300X")) is None
 
 
 def test_vendor_requirement() -> None:
-    reason = skip_reason(make_task(vendors=("nvidia",)), "MI300X")
+    reason = skip_reason(make_task(vendors=("nvidia",)), gpu_model("MI300X"))
     assert reason == "the task requires vendor nvidia; the target MI300X is AMD"
 
 
 def test_architecture_requirement() -> None:
     task = make_task(architectures=("sm_90", "sm_100"))
-    assert skip_reason(task, "H200") is None
-    assert skip_reason(task, "A100") == (
+    assert skip_reason(task, gpu_model("H200")) is None
+    assert skip_reason(task, gpu_model("A100")) == (
         "the task requires architecture sm_90, sm_100; the target A100 is sm_80")
 
 
 def test_min_compute_capability_constrains_nvidia_targets() -> None:
     task = make_task(min_compute_capability=8.9)
-    assert skip_reason(task, "L40S") is None
-    assert "compute capability >= 8.9" in (skip_reason(task, "A100") or "")
-    assert skip_reason(task, "MI300X") is None
+    assert skip_reason(task, gpu_model("L40S")) is None
+    assert "compute capability >= 8.9" in (skip_reason(task, gpu_model("A100")) or "")
+    assert skip_reason(task, gpu_model("MI300X")) is None
 
 
 def test_cpu_target_needs_the_interpreter() -> None:
-    assert skip_reason(make_task(vendors=("nvidia",)), "cpu") is None
-    reason = skip_reason(make_task(cpu_interpreter=False), "cpu")
+    assert skip_reason(make_task(vendors=("nvidia",)), gpu_model("cpu")) is None
+    reason = skip_reason(make_task(cpu_interpreter=False), gpu_model("cpu"))
     assert reason is not None and "needs a GPU" in reason
 
 
@@ -95,9 +95,9 @@ def test_cpu_target_needs_the_interpreter() -> None:
 ])
 def test_vendor_specific_backends(backend: str, runs_on: str, skipped_on: str) -> None:
     task = make_task(backend=backend)
-    assert skip_reason(task, runs_on) is None
-    assert f"backend {backend!r} needs" in (skip_reason(task, skipped_on) or "")
-    assert f"backend {backend!r} needs" in (skip_reason(task, "cpu") or "")
+    assert skip_reason(task, gpu_model(runs_on)) is None
+    assert f"backend {backend!r} needs" in (skip_reason(task, gpu_model(skipped_on)) or "")
+    assert f"backend {backend!r} needs" in (skip_reason(task, gpu_model("cpu")) or "")
 
 
 def test_a_task_counts_as_validated_on_a_gpu_only_with_a_run_on_that_gpu() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aka_core.gpus import gpu_model
 from aka_core.smoke import render, runtime_checks
 
 
@@ -24,7 +25,7 @@ def by_name(checks: list[Any]) -> dict[str, Any]:
 
 
 def test_each_backend_gets_a_line_saying_build_and_run() -> None:
-    checks = by_name(runtime_checks(facts(cuda=CUDA_RUNS, hip=HIP_BUILDS), "H200"))
+    checks = by_name(runtime_checks(facts(cuda=CUDA_RUNS, hip=HIP_BUILDS), gpu_model("H200")))
     assert checks["backend:cuda"].ok
     assert checks["backend:cuda"].detail.startswith("builds and runs: nvcc 13.0")
     # An AMD-only backend that cannot run on an NVIDIA target is information, not a failure.
@@ -33,7 +34,7 @@ def test_each_backend_gets_a_line_saying_build_and_run() -> None:
 
 
 def test_a_backend_the_target_needs_but_cannot_run_fails() -> None:
-    checks = by_name(runtime_checks(facts(cuda=CUDA_NO_NVCC), "H200"))
+    checks = by_name(runtime_checks(facts(cuda=CUDA_NO_NVCC), gpu_model("H200")))
     assert not checks["backend:cuda"].ok
     assert "cannot build here: nvcc not found" in checks["backend:cuda"].detail
     assert "need it to run" in checks["backend:cuda"].detail
@@ -43,7 +44,7 @@ def test_a_backend_the_target_needs_but_cannot_run_fails() -> None:
 def test_on_a_cpu_target_backends_are_reported_never_failed() -> None:
     cpu = facts(cuda=CUDA_NO_NVCC, hip=HIP_BUILDS)
     cpu["gpu"] = None
-    checks = by_name(runtime_checks(cpu, "cpu"))
+    checks = by_name(runtime_checks(cpu, gpu_model("cpu")))
     assert checks["backend:cuda"].ok and checks["backend:hip"].ok
     assert "cannot build here" in checks["backend:cuda"].detail
     # Not a failure, but not "ok" either: the line says "note".

@@ -386,5 +386,6 @@ def aka_register_agents() -> list[AgentSpec]:
             description="Claude Code CLI (claude -p, stream-json), permission prompts bypassed "
                         "in the workspace",
             config_schema=CONFIG_SCHEMA,
+            needs_network=True,
         )
     ]

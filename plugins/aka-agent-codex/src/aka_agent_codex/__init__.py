@@ -213,5 +213,6 @@ def aka_register_agents() -> list[AgentSpec]:
             factory=make_agent,
             description="OpenAI's Codex CLI (codex exec --json) in the task workspace",
             config_schema=CONFIG_SCHEMA,
+            needs_network=True,
         )
     ]

@@ -220,5 +220,6 @@ def aka_register_agents() -> list[AgentSpec]:
             factory=make_agent,
             description="Cursor's CLI (cursor-agent --print, stream-json) in the task workspace",
             config_schema=CONFIG_SCHEMA,
+            needs_network=True,
         )
     ]

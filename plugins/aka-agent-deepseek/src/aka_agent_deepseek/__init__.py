@@ -309,4 +309,5 @@ def aka_register_agents() -> list[AgentSpec]:
         factory=make_agent,
         description="DeepSeek Harness (dsh --profile headless --json), task on stdin",
         config_schema=CONFIG_SCHEMA,
+        needs_network=True,
     )]
