@@ -100,11 +100,11 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from aka_core.evaluation.evaluate import worker_base_environment
     from aka_core.evaluation.judge import SANDBOX_PROTECTED_ALWAYS, runner_environment
     from aka_core.host import PluginHost
-    from aka_core.lifecycle import AGENT_PHASE_FILE, now_iso, task_dir
+    from aka_core.lifecycle import AGENT_PHASE_FILE
     from aka_core.processes import children, signal_pids, signal_tree
     from aka_core.python_backend import PythonBackend, innermost_location
     from aka_core.reports import write_reports
-    from aka_core.results import task_result_path
+    from aka_core.results import now_iso, task_dir, task_result_path
     from aka_core.run import DEVICE_ON_NODE, read_run_file
     from aka_core.schema_validation import field_path, validate_document
     from aka_core.smoke import Check, read_facts, runtime_checks
@@ -162,8 +162,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     # helpers: runs (executors)
     "PluginHost": ("aka_core.host", "PluginHost"),
     "AGENT_PHASE_FILE": ("aka_core.lifecycle", "AGENT_PHASE_FILE"),
-    "now_iso": ("aka_core.lifecycle", "now_iso"),
-    "task_dir": ("aka_core.lifecycle", "task_dir"),
+    "now_iso": ("aka_core.results", "now_iso"),
+    "task_dir": ("aka_core.results", "task_dir"),
     "task_result_path": ("aka_core.results", "task_result_path"),
     "DEVICE_ON_NODE": ("aka_core.run", "DEVICE_ON_NODE"),
     "read_run_file": ("aka_core.run", "read_run_file"),

@@ -13,8 +13,7 @@ import pytest
 from aka_agent_claude_code import CONFIG_SCHEMA, ClaudeCodeAgent, aka_register_agents, make_agent
 from jsonschema import Draft202012Validator
 
-from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation
+from aka_core.plugin import AgentInvocation, AgentUsage
 from aka_core.testing import (
     NOT_JSON,
     CliAgentContract,
@@ -24,8 +23,8 @@ from aka_core.testing import (
     Reply,
     Requires,
     Script,
+    fake_cli,
 )
-from aka_core.testing.fake_cli import stderr
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODEL = "claude-sonnet-4-5-20250929"
@@ -73,7 +72,7 @@ class TestClaudeCode(CliAgentContract):
     completed = Outcome(script=Script.from_file(FIXTURES / "stream_success.jsonl"),
                         usage=SUCCESS_USAGE)
     failed = Outcome(script=Script.from_file(FIXTURES / "stream_error.jsonl", exit_code=1).then(
-        stderr("Error: the model request failed (simulated)")),
+        fake_cli.stderr("Error: the model request failed (simulated)")),
         usage=ERROR_USAGE, message="the model request failed (simulated)")
     refused = Script.from_file(FIXTURES / "stream_auth_failure.jsonl", exit_code=1)
     stopped = Outcome(script=Script.from_file(FIXTURES / "stream_partial.jsonl"),

@@ -13,10 +13,8 @@ import pytest
 from aka_agent_codex import CONFIG_SCHEMA, aka_register_agents, make_agent
 from jsonschema import Draft202012Validator
 
-from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation
-from aka_core.testing import CliAgentContract, Ending, FakeCli, Outcome, Reply, Requires, Script
-from aka_core.testing.fake_cli import append, stderr
+from aka_core.plugin import AgentInvocation, AgentUsage
+from aka_core.testing import CliAgentContract, Ending, FakeCli, Outcome, Reply, Requires, Script, fake_cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VERSION = "codex-cli 0.130.0"
@@ -45,7 +43,7 @@ class TestCodex(CliAgentContract):
         env_dirs=("CODEX_HOME",))  # Codex refuses a CODEX_HOME that does not exist
     replies = LOGIN
     completed = Outcome(
-        script=COMPLETED.after(append("kernel.py", "\n# reviewed by codex\n")),
+        script=COMPLETED.after(fake_cli.append("kernel.py", "\n# reviewed by codex\n")),
         usage=AgentUsage(model=MODEL, **COMPLETED_TOKENS))
     failed = Outcome(script=Script.from_file(FIXTURES / "exec_context_window.jsonl",
                                              exit_code=1),
@@ -62,7 +60,7 @@ class TestCodex(CliAgentContract):
          '"The API answers 401 Unauthorized: Incorrect API key. Not logged in, I mock it."}}'])
     """A failed turn whose agent message (the model's words) quotes a 401."""
     refused = Script.from_file(FIXTURES / "exec_unauthorized.jsonl", exit_code=1).then(
-        stderr("ERROR: unexpected status 401 Unauthorized: Incorrect API key provided"))
+        fake_cli.stderr("ERROR: unexpected status 401 Unauthorized: Incorrect API key provided"))
     stopped = Outcome(script=COMPLETED.head(2), usage=AgentUsage(model=MODEL))
     """thread.started and turn.started only: a turn that never completed has no usage."""
     not_json = ("Reading prompt from stdin...", '{"type":"item.completed","item":{"id":',
@@ -157,7 +155,7 @@ class TestCodex(CliAgentContract):
     ) -> None:
         """Codex's error event is quoted, before whatever stderr says."""
         execution = self.run_with(agent, invocation, fake, self.rate_limited.script.then(
-            stderr("2026-01-01T00:00:00Z WARN codex_core::config: an unrelated warning")))
+            fake_cli.stderr("2026-01-01T00:00:00Z WARN codex_core::config: an unrelated warning")))
         message = execution.message or ""
         assert execution.status == "rate_limited", message
         assert message.index("codex said: exceeded retry limit") < message.index("unrelated")

@@ -18,11 +18,8 @@ from aka_agent_cursor import (
     make_agent,
 )
 
-from aka_core.agent_runtime import CliCommand
-from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation
-from aka_core.testing import CliAgentContract, Ending, FakeCli, Outcome, Reply, Requires, Script
-from aka_core.testing.fake_cli import PROMPT, line, stderr
+from aka_core.plugin import AgentInvocation, AgentUsage, CliCommand
+from aka_core.testing import CliAgentContract, Ending, FakeCli, Outcome, Reply, Requires, Script, fake_cli
 
 HERE = Path(__file__).parent
 DOCS_EXAMPLE = Script.from_file(HERE / "fixtures" / "docs_example.jsonl")
@@ -55,24 +52,24 @@ class TestCursor(CliAgentContract):
     replies = (STATUS["logged_in"],)
     completed = Outcome(script=WITH_USAGE, usage=WITH_USAGE_USAGE)
     failed = Outcome(script=WITH_USAGE.head(2, exit_code=7).then(
-        stderr("Error: the model request failed")),
+        fake_cli.stderr("Error: the model request failed")),
         usage=AgentUsage(model=MODEL), message="the model request failed")
-    refused = Script(steps=(stderr(AUTH_ERROR),), exit_code=1)
+    refused = Script(steps=(fake_cli.stderr(AUTH_ERROR),), exit_code=1)
     stopped = Outcome(script=WITH_USAGE.head(1), usage=AgentUsage(model=MODEL))
     not_json = ("T: not a JSON event (0)", "T: not a JSON event (2)", "{truncated")
-    rate_limited = Ending(script=Script(steps=(stderr(
+    rate_limited = Ending(script=Script(steps=(fake_cli.stderr(
         "Error: You've hit your usage limit\n  Get Cursor Pro for more Agent usage, unlimited "
         "Tab, and more."),), exit_code=1), message="You've hit your usage limit")
     """As cursor-agent prints it (https://github.com/cursor/cursor/issues/3703)."""
     infra_error = Ending(script=WITH_USAGE.head(2, exit_code=1).then(
-        line("ConnectError: [unavailable] upstream connect error or disconnect/reset before "
+        fake_cli.line("ConnectError: [unavailable] upstream connect error or disconnect/reset before "
              "headers. reset reason: connection failure")),
         message="[unavailable] upstream connect error")
     """Cursor's Connect-RPC error, printed as a line of stdout that is not JSON."""
     model_says_unauthorized = WITH_USAGE.head(2, exit_code=7).then(
-        line('{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":'
+        fake_cli.line('{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":'
              '"The endpoint returns 401 Unauthorized: invalid API key, so I stub it."}]}}'),
-        stderr("Error: the model request failed"))
+        fake_cli.stderr("Error: the model request failed"))
 
     # ------------------------------------------------------------------ documented usage
 
@@ -114,7 +111,7 @@ class TestCursor(CliAgentContract):
     def test_the_prompt_as_the_last_argument(self, invocation: AgentInvocation,
                                              fake: FakeCli) -> None:
         fake.describe(version=VERSION, replies=self.replies, requires=attrs.evolve(
-            self.requires, stdin_prompt=False, last_arg=PROMPT,
+            self.requires, stdin_prompt=False, last_arg=fake_cli.PROMPT,
             value_flags=("--model", "--sandbox", "--workspace")))
         execution = make_agent({"prompt_input": "argument"}).run(invocation)
         assert execution.status == "completed", execution.message

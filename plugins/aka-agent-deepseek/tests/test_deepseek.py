@@ -21,12 +21,8 @@ from aka_agent_deepseek import (
 )
 from jsonschema import Draft202012Validator
 
-from aka_core.agent_runtime import KEEP_FIRST_EVENTS, MAX_EVENTS_KEPT
-from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation
-from aka_core.testing import CliAgentContract, Ending, FakeCli, Outcome, Requires, Script
-from aka_core.testing.fake_cli import event as print_event
-from aka_core.testing.fake_cli import stderr
+from aka_core.plugin import KEEP_FIRST_EVENTS, MAX_EVENTS_KEPT, AgentInvocation, AgentUsage
+from aka_core.testing import CliAgentContract, Ending, FakeCli, Outcome, Requires, Script, fake_cli
 
 HERE = Path(__file__).resolve().parent
 VERSION = "0.2.0-rc.2"
@@ -54,24 +50,24 @@ class TestDeepSeek(CliAgentContract):
     completed = Outcome(script=NORMAL, usage=NORMAL_USAGE)
     failed = Outcome(
         script=Script.from_file(HERE / "fixtures" / "context.jsonl", exit_code=1).then(
-            stderr("dsh: CONTEXT_WINDOW_EXCEEDED: the request exceeds the model's context "
+            fake_cli.stderr("dsh: CONTEXT_WINDOW_EXCEEDED: the request exceeds the model's context "
                    "window")),
         usage=AgentUsage(turns=1), message="CONTEXT_WINDOW_EXCEEDED")
     """The agent's own failure. A step without usage leaves the tokens unknown."""
     rate_limited = Ending(
         script=Script.from_file(HERE / "fixtures" / "rate_limited.jsonl", exit_code=1).then(
-            stderr("dsh: RATE_LIMIT: DeepSeek API error (HTTP 429): rate limit reached")),
+            fake_cli.stderr("dsh: RATE_LIMIT: DeepSeek API error (HTTP 429): rate limit reached")),
         message="RATE_LIMIT: DeepSeek API error (HTTP 429)")
     infra_error = Ending(
         script=Script.from_file(HERE / "fixtures" / "fail.jsonl", exit_code=1).then(
-            stderr("dsh: SERVER: DeepSeek API error (HTTP 503)")),
+            fake_cli.stderr("dsh: SERVER: DeepSeek API error (HTTP 503)")),
         message="SERVER: DeepSeek API error (HTTP 503)")
     model_says_unauthorized = Script.from_file(
         HERE / "fixtures" / "context.jsonl", exit_code=1).after(
-        print_event({"type": "text", "text": "The mirror answers 401 Unauthorized (invalid API key); "
+        fake_cli.event({"type": "text", "text": "The mirror answers 401 Unauthorized (invalid API key); "
                                        "not logged in, so I vendor the file."}))
     refused = Script.from_file(HERE / "fixtures" / "auth.jsonl", exit_code=1).then(
-        stderr("dsh: MISSING_CREDENTIAL: credential reference DEEPSEEK_API_KEY resolves to no "
+        fake_cli.stderr("dsh: MISSING_CREDENTIAL: credential reference DEEPSEEK_API_KEY resolves to no "
                "value"))
     stopped = Outcome(script=NORMAL.head(1), usage=AgentUsage())
     not_json = ("(node:4242) ExperimentalWarning: this line is not JSON",
@@ -167,8 +163,8 @@ class TestDeepSeek(CliAgentContract):
     ) -> None:
         """A failure outside a turn: an ``error`` event and ``dsh: CODE: message`` on stderr."""
         execution = self.run_with(agent, invocation, fake, Script(steps=(
-            print_event({"type": "error", "message": "quota exhausted for this account"}),
-            stderr("dsh: QUOTA: quota exhausted for this account")), exit_code=1))
+            fake_cli.event({"type": "error", "message": "quota exhausted for this account"}),
+            fake_cli.stderr("dsh: QUOTA: quota exhausted for this account")), exit_code=1))
         assert execution.status == "infra_error", execution.message
         assert "quota exhausted" in (execution.message or "")
 

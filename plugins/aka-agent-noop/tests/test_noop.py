@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from aka_agent_noop import aka_register_agents, make_agent
 
-from aka_core.testing import AgentContract
-from aka_core.testing.contracts import snapshot
+from aka_core.testing import AgentContract, snapshot
 
 
 class TestNoopContract(AgentContract):

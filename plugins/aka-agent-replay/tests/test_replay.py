@@ -88,7 +88,7 @@ def test_missing_keep_completes_without_changes(tmp_path: Path, make_invocation)
 def test_a_source_that_is_not_a_folder_is_an_error_of_the_options(
     tmp_path: Path, missing: str
 ) -> None:
-    from aka_core.errors import ConfigError
+    from aka_core.plugin import ConfigError
 
     with pytest.raises(ConfigError, match=r"source .*nowhere.* is not a folder"):
         make_agent({"source": str(tmp_path / "nowhere"), "missing": missing})

@@ -11,10 +11,8 @@ import pytest
 from aka_backend_cuda import CudaBackend, aka_register_backends
 from aka_backend_cuda.toolchain import build_command, find_nvcc
 
-from aka_core import native
-from aka_core.errors import BuildError
-from aka_core.python_backend import PythonBackend
-from aka_core.testing.contracts import BackendContract
+from aka_core.plugin import BuildError, PythonBackend, native
+from aka_core.testing import BackendContract
 
 SCALE = """\
 #include <cstdint>

@@ -132,7 +132,7 @@ def serve_unlimited(stdin_lines: queue.Queue[dict | None]) -> None:
 
 def main() -> None:
     confine = json.loads(sys.stdin.readline())
-    from aka_core import sandbox
+    from aka_core.plugin import sandbox
 
     if MODE == "no_confine":
         reply({"ok": False, "event": "sandbox_failed", "error": "Landlock is not available"})

@@ -33,7 +33,7 @@ from aka_backend_e2e.adapters.openai import (
 )
 from aka_backend_e2e.workload import KernelsSpec, ModelSpec, Workload, WorkloadCase
 
-from aka_core.errors import ConfigError
+from aka_core.plugin import ConfigError
 
 pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")

@@ -19,12 +19,8 @@ from aka_backend_e2e import workload as wl
 from aka_backend_e2e.judge import E2EJudge
 from aka_backend_e2e.variants import write_tiny_variant
 
-from aka_core import api
-from aka_core.host import PluginHost
-from aka_core.operator_tasks import load_task
-from aka_core.records import JudgeRequest
-from aka_core.workspace import preserve_baseline
-from aka_core.yamlio import dump_yaml, load_plain_yaml
+from aka_core.plugin import JudgeRequest, PluginHost, dump_yaml, load_plain_yaml
+from aka_core.testing import api, load_task, preserve_baseline
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCE = REPO / "tasks" / "e2e" / "qwen3_norms"

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 from aka_backend_e2e import kernels_api, model, tensors, weights  # noqa: E402
 
-from aka_core.errors import BuildError, ConfigError  # noqa: E402
+from aka_core.plugin import BuildError, ConfigError  # noqa: E402
 
 TINY = model.config_by_name("tiny")
 # The digest of tiny's seed-0 weights file. Tasks pin their weights digest in their lock: if

@@ -14,11 +14,8 @@ from aka_backend_e2e import workload as wl
 from aka_backend_e2e.kernels_api import BASELINE_TREE
 from aka_backend_e2e.task_format import E2ETaskFormat
 
-from aka_core.errors import ConfigError
-from aka_core.host import PluginHost
-from aka_core.operator_tasks import load_task
-from aka_core.prompt import build_prompt
-from aka_core.workspace import check_and_restore, prepare_workspace
+from aka_core.plugin import ConfigError, PluginHost
+from aka_core.testing import build_prompt, check_and_restore, load_task, prepare_workspace
 
 REPO = Path(__file__).resolve().parents[3]
 WORKLOAD = """\

@@ -11,7 +11,7 @@ import pytest
 from aka_backend_e2e import workload as wl
 from aka_backend_e2e.kernels_api import BASELINE_TREE
 
-from aka_core.errors import ConfigError
+from aka_core.plugin import ConfigError
 
 DIGEST = "sha256:" + "ab" * 32
 WORKLOAD = f"""\

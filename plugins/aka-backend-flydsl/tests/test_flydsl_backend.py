@@ -11,8 +11,8 @@ import pytest
 from aka_backend_flydsl import FlydslBackend, aka_register_backends, frameworks_used, side_of
 from aka_backend_flydsl.builds import AMDGPU_MACH, check_code_object
 
-from aka_core.errors import BuildError
-from aka_core.testing.contracts import BackendContract
+from aka_core.plugin import BuildError
+from aka_core.testing import BackendContract
 
 GOOD_KERNEL = '''\
 import flydsl.compiler as flyc

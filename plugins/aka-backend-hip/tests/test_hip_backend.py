@@ -16,9 +16,8 @@ from aka_backend_hip.toolchain import (
     supports_architecture,
 )
 
-from aka_core import native
-from aka_core.errors import BuildError
-from aka_core.testing.contracts import BackendContract
+from aka_core.plugin import BuildError, native
+from aka_core.testing import BackendContract
 
 SCALE = """\
 #include <hip/hip_runtime.h>

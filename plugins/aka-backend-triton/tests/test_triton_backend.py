@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aka_core.errors import BuildError
-from aka_core.testing.contracts import BackendContract
+from aka_core.plugin import BuildError
+from aka_core.testing import BackendContract
 
 triton = pytest.importorskip("triton")
 

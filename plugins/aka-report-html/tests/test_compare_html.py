@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 from aka_report_html.compare import render
 
-from aka_core import yamlio
-from aka_core.cli import main
-from aka_core.compare import compare_runs
-from aka_core.results import write_task_result
+from aka_core.plugin import write_yaml_atomic
+from aka_core.testing import cli_main, compare_runs, write_task_result
 
 from .test_html_report import browser, result
 
@@ -22,7 +20,7 @@ def run(root: Path, name: str, factor: float) -> Path:
     results = [result(f"triton2triton/t{i}", s * factor, cost=0.3)
                for i, s in enumerate((1.3, 2.6, 1.7, 1.2))]
     run_dir = root / name
-    yamlio.write_yaml_atomic(run_dir / "run.yaml", {
+    write_yaml_atomic(run_dir / "run.yaml", {
         "config": {"agent": {"template": "replay"}}, "task_ids": [r.task_id for r in results],
         "plugins": {}, "host": {}, "created_at": "2026-12-01T00:00:00Z", "aka_version": "0.1.0"})
     for r in results:
@@ -42,7 +40,7 @@ def test_the_page_holds_the_verdicts_and_statistics(tmp_path: Path) -> None:
 def test_the_command_writes_it(tmp_path: Path, capsys) -> None:
     a, b = run(tmp_path, "fast", 1.0), run(tmp_path, "slow", 1 / 1.1)
     out = tmp_path / "cmp" / "compare.html"
-    assert main(["compare", str(a), str(b), "--html", str(out)]) == 0
+    assert cli_main(["compare", str(a), str(b), "--html", str(out)]) == 0
     assert out.is_file() and str(out) in capsys.readouterr().out
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aka_report_html import REPORT_FILE, aka_report, render
 
-from aka_core.models import Acceptance, AgentExecution, AgentUsage, TaskResult
+from aka_core.plugin import Acceptance, AgentExecution, AgentUsage, TaskResult
 
 
 def result(task_id: str, speedup: float | None, *, accepted: bool = True, cost: float | None = 0.2,

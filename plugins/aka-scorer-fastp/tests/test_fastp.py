@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aka_scorer_fastp import aka_register_scorers, make_scorer
 
-from aka_core.models import EvaluationSummary
+from aka_core.plugin import EvaluationSummary
 from aka_core.testing import ScorerContract
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 from aka_scorer_logspeedup import aka_register_scorers, make_scorer
 
-from aka_core.models import EvaluationSummary
+from aka_core.plugin import EvaluationSummary
 from aka_core.testing import ScorerContract
 
 

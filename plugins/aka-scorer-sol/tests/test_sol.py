@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aka_scorer_sol import aka_register_scorers, make_scorer
 
-from aka_core.models import CaseTimes, EvaluationSummary
+from aka_core.plugin import CaseTimes, EvaluationSummary
 from aka_core.testing import ScorerContract
 
 
@@ -40,7 +40,7 @@ def test_what_it_cannot_score_is_ineligible_with_a_reason() -> None:
 
 
 def test_the_lifecycle_hands_it_the_cases() -> None:
-    from aka_core.lifecycle import case_times
+    from aka_core.testing import case_times
 
     record = {"performance": {"cases": [
         {"case": "a", "baseline_median_ms": 1.0, "candidate_median_ms": 0.5,

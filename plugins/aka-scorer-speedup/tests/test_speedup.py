@@ -8,7 +8,7 @@ import pytest
 from aka_scorer_speedup import CONFIG_SCHEMA, aka_register_scorers, make_scorer
 from jsonschema import Draft202012Validator
 
-from aka_core.models import EvaluationSummary
+from aka_core.plugin import EvaluationSummary
 from aka_core.testing import ScorerContract
 
 

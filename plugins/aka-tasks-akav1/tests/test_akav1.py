@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 from aka_tasks_akav1 import AkaV1Format, aka_register_tasks
 
-from aka_core.errors import ConfigError
-from aka_core.host import PluginHost
-from aka_core.records import TaskFormatSpec
+from aka_core.plugin import ConfigError, PluginHost, TaskFormatSpec
 from aka_core.testing import TaskFormatContract
 
 SLOW = "def scale(xs):\n    out = []\n    for x in xs:\n        out.append(2 * x)\n    return out\n"
@@ -111,8 +109,7 @@ def test_a_wrong_or_broken_candidate_fails_where_its_command_fails(
 def test_timing_reads_both_sides_reports(task_dir: Path, tmp_path: Path) -> None:
     """The timing path on the CPU (the commands are pure Python): the baseline's report from a
     copy of the task, the candidate's from its workspace, the speedup their ratio."""
-    from aka_core import harness
-    from aka_core.workspace import copy_task
+    from aka_core.testing import copy_task, harness
 
     task = AkaV1Format().load(task_dir, "akav1/scale")
     workspace, baseline, logs = (tmp_path / n for n in ("workspace", "baseline", "logs"))

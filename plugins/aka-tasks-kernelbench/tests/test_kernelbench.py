@@ -9,7 +9,7 @@ import pytest
 from aka_tasks_kernelbench import KernelBenchFormat, aka_register_tasks, example
 from aka_tasks_kernelbench.example import FASTER, PROBLEM
 
-from aka_core.errors import ConfigError
+from aka_core.plugin import ConfigError
 from aka_core.testing import TaskFormatContract
 
 pytest.importorskip("torch")
@@ -87,7 +87,7 @@ def test_the_shims_give_seeded_inputs_and_the_same_weights_to_model_and_model_ne
         tmp_path: Path) -> None:
     import torch
 
-    from aka_core.python_backend import PythonBackend
+    from aka_core.plugin import PythonBackend
 
     folder = problem_folder(tmp_path, **{"model_new.py": FASTER})
     task = KernelBenchFormat().load(folder, "level1/linear_relu")
@@ -105,7 +105,7 @@ def test_the_shims_give_seeded_inputs_and_the_same_weights_to_model_and_model_ne
 
 
 def run_end_to_end(tmp_path: Path, model_new: str) -> object:
-    from aka_core import api
+    from aka_core.testing import api
 
     folder = problem_folder(tmp_path)
     candidate = tmp_path / "candidate"

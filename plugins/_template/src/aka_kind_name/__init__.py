@@ -8,7 +8,8 @@ record's factory builds. The other kinds work the same way:
     aka_register_executors() -> [ExecutorSpec(name, factory=lambda options: Executor)]
     aka_register_tasks()     -> [TaskFormatSpec(name, factory=lambda: TaskFormat)]
 
-The Protocols they return are in ``aka_core.records``; each hook is documented in
+Import aka only through ``aka_core.plugin`` (records, Protocols, models, errors, kits; tests may
+also use ``aka_core.testing``): the rest of aka_core may move. Each hook is documented in
 ``aka_core.hookspecs``.
 """
 
@@ -18,9 +19,7 @@ from typing import Any
 
 import attrs
 
-from aka_core import hookimpl
-from aka_core.models import EvaluationSummary, ScoreOutcome
-from aka_core.records import ScorerSpec
+from aka_core.plugin import EvaluationSummary, ScoreOutcome, ScorerSpec, hookimpl
 
 CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -56,17 +56,18 @@ from typing import Any, ClassVar
 import attrs
 from jsonschema import Draft202012Validator
 
-from aka_core import hookimpl
-from aka_core.agent_runtime import (
+from aka_core.plugin import (
+    AgentInvocation,
+    AgentSpec,
+    AgentUsage,
     CliAgent,
     CliCommand,
     CliRun,
     as_float,
     as_int,
     common_agent_options_schema,
+    hookimpl,
 )
-from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation, AgentSpec
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 

@@ -44,16 +44,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from aka_core import hookimpl
-from aka_core.agent_runtime import (
+from aka_core.plugin import (
+    AgentInvocation,
+    AgentSpec,
+    AgentUsage,
     CliAgent,
     CliCommand,
     CliRun,
     as_int,
     common_agent_options_schema,
+    hookimpl,
 )
-from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation, AgentSpec
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 

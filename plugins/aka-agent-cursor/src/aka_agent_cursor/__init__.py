@@ -42,16 +42,17 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from aka_core import hookimpl
-from aka_core.agent_runtime import (
+from aka_core.plugin import (
+    AgentInvocation,
+    AgentSpec,
+    AgentUsage,
     CliAgent,
     CliCommand,
     CliRun,
     as_int,
     common_agent_options_schema,
+    hookimpl,
 )
-from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation, AgentSpec
 
 MAX_ARGUMENT_BYTES = 128 * 1024 - 1
 """The longest single command-line argument Linux accepts (``MAX_ARG_STRLEN``, 32 pages, with

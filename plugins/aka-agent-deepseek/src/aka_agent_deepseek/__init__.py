@@ -46,18 +46,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from aka_core import hookimpl
-from aka_core.agent_runtime import (
+from aka_core.plugin import (
     MAX_EVENTS_KEPT,
+    AgentInvocation,
+    AgentSpec,
+    AgentUsage,
     CliAgent,
     CliCommand,
     CliRun,
     as_int,
     common_agent_options_schema,
+    hookimpl,
     strip_ansi,
 )
-from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation, AgentSpec
 
 ERROR_CODE_STATUSES = {
     "RATE_LIMIT": "rate_limited",

@@ -9,9 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aka_core import hookimpl
-from aka_core.models import AgentExecution
-from aka_core.records import AgentInvocation, AgentSpec
+from aka_core.plugin import AgentExecution, AgentInvocation, AgentSpec, hookimpl
 
 CONFIG_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": {}}
 

@@ -17,10 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
-from aka_core import hookimpl
-from aka_core.errors import ConfigError
-from aka_core.models import AgentExecution, AgentStatus
-from aka_core.records import AgentInvocation, AgentSpec
+from aka_core.plugin import AgentExecution, AgentInvocation, AgentSpec, AgentStatus, ConfigError, hookimpl
 
 CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",

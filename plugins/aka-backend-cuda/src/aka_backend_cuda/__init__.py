@@ -33,9 +33,7 @@ from aka_backend_cuda.toolchain import (
     nvcc_version,
     require_nvcc,
 )
-from aka_core import hookimpl, native
-from aka_core.models import DeviceInfo
-from aka_core.records import BackendReadiness, BackendSpec
+from aka_core.plugin import BackendReadiness, BackendSpec, DeviceInfo, hookimpl, native
 
 __all__ = ["CudaBackend", "load"]
 

@@ -8,8 +8,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from aka_core import native
-from aka_core.errors import BuildError
+from aka_core.plugin import BuildError, native
 
 DEFAULT_ARCHITECTURE = "sm_90"
 BASE_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC")

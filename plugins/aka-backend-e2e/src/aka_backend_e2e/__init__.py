@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aka_core import hookimpl
-from aka_core.records import BackendSpec, TaskFormatSpec
+from aka_core.plugin import BackendSpec, TaskFormatSpec, hookimpl
 
 
 def _format() -> Any:

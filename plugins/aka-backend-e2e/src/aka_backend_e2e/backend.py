@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from aka_core.python_backend import PythonBackend
-from aka_core.records import BackendReadiness
+from aka_core.plugin import BackendReadiness, PythonBackend
 
 
 class E2EBackend(PythonBackend):

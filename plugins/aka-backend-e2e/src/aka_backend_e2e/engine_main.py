@@ -37,7 +37,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from aka_core.evaluation import protocol
+from aka_core.plugin import protocol
 
 MAX_COMMAND_BYTES = 256 * 2**20
 PR_SET_CHILD_SUBREAPER = 36
@@ -81,7 +81,7 @@ class EngineServer:
             self.reply({"ok": False, "error": "the first command must be "
                                               "{\"op\":\"confine\",\"sandbox\":{...}}"})
             return 2
-        from aka_core import sandbox
+        from aka_core.plugin import sandbox
 
         try:
             spec = sandbox.SandboxSpec.from_json(first["sandbox"])
@@ -179,7 +179,7 @@ class EngineServer:
 
         from aka_backend_e2e import engine as engine_module
         from aka_backend_e2e import kernels_api, model, weights
-        from aka_core.errors import AkaError, BuildError
+        from aka_core.plugin import AkaError, BuildError
 
         try:
             config = model.config_by_name(settings["model"])
@@ -355,14 +355,14 @@ def _kill_below() -> None:
     """Freeze then kill every process below this one (a frozen parent forks no new child)."""
     import signal
 
-    from aka_core.processes import signal_pids, signal_tree
+    from aka_core.plugin import signal_pids, signal_tree
 
     below = [pid for child in _children() for pid in signal_tree(child, signal.SIGSTOP)]
     signal_pids(below, signal.SIGKILL)
 
 
 def _children() -> list[int]:
-    from aka_core.processes import children
+    from aka_core.plugin import children
 
     return children(os.getpid())
 

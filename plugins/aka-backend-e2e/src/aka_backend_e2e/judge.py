@@ -63,9 +63,7 @@ from aka_backend_e2e.workload import (
     check_lock,
     load_workload,
 )
-from aka_core.errors import ConfigError
-from aka_core.failures import FailureKind
-from aka_core.records import JudgeRequest
+from aka_core.plugin import ConfigError, FailureKind, JudgeRequest
 
 if TYPE_CHECKING:
     import torch
@@ -242,7 +240,7 @@ class Evaluation:
 
     def describe_device(self) -> dict[str, Any]:
         from aka_backend_e2e.backend import E2EBackend
-        from aka_core.convert import unstructure
+        from aka_core.plugin import unstructure
 
         info: dict[str, Any] = unstructure(E2EBackend().describe_device(self.req.device))
         return info

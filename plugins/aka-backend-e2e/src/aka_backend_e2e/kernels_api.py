@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from aka_core.errors import BuildError
+from aka_core.plugin import BuildError
 
 if TYPE_CHECKING:
     import torch
@@ -112,7 +112,7 @@ def load_tree(root: Path, package: str | None = None) -> KernelSet:
     """Import a kernel tree's modules as a private package of their own (so two trees never
     collide and relative imports between its files work); a ``BuildError`` naming the file
     and what is missing or broken otherwise."""
-    from aka_core.python_backend import PythonBackend
+    from aka_core.plugin import PythonBackend
 
     root = Path(root).resolve()
     if not root.is_dir():

@@ -425,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         patches=patches, call_log=str(Path(call_log).resolve()))
     except ValueError as exc:
         return fail(EXIT_SETUP, str(exc))
-    from aka_core.errors import BuildError
+    from aka_core.plugin import BuildError
 
     try:
         launch.kernel_set()

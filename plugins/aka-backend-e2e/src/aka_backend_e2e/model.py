@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from aka_core.errors import ConfigError, Problem
+from aka_core.plugin import ConfigError, Problem
 
 if TYPE_CHECKING:
     import torch

@@ -21,8 +21,7 @@ from aka_backend_e2e.workload import (
     check_lock,
     load_workload,
 )
-from aka_core.errors import ConfigError, Problem
-from aka_core.models import Case, Requirements, Task, Timeouts
+from aka_core.plugin import Case, ConfigError, Problem, Requirements, Task, Timeouts
 
 INSTRUCTIONS_FILE = "instructions.md"
 CPU_CONFIGS = ("tiny",)

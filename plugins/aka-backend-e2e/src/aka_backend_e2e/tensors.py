@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, Any
 
-from aka_core.evaluation import protocol
+from aka_core.plugin import protocol
 
 if TYPE_CHECKING:
     import torch

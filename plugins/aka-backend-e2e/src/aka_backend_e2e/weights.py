@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aka_core.errors import ConfigError, Problem
+from aka_core.plugin import ConfigError, Problem
 
 if TYPE_CHECKING:
     import torch

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from aka_backend_e2e.kernels_api import ENTRYPOINTS
-from aka_core.errors import ConfigError, Problem
+from aka_core.plugin import ConfigError, Problem
 
 WORKLOAD_FILE = "workload.yaml"
 LOCK_FILE = "workload.lock"
@@ -148,8 +148,7 @@ def canonical_digest(data: Any) -> str:
 def load_workload(path: Path) -> Workload:
     """Read and check ``workload.yaml`` (or the task folder holding it). Every problem names the
     file, the line and the field; raises ``ConfigError``."""
-    from aka_core.schema_validation import validate_document
-    from aka_core.yamlio import line_of, load_yaml, to_builtin
+    from aka_core.plugin import line_of, load_yaml, to_builtin, validate_document
 
     file = path / WORKLOAD_FILE if path.is_dir() else path
     source = load_yaml(file)
@@ -163,7 +162,7 @@ def load_workload(path: Path) -> Workload:
     problems = []
 
     def problem(where: list[str | int], message: str, hint: str | None = None) -> None:
-        from aka_core.schema_validation import field_path
+        from aka_core.plugin import field_path
 
         problems.append(Problem(message, file=file, line=line_of(source, where),
                                 field=field_path(where), hint=hint))
@@ -346,7 +345,7 @@ def write_lock(task_dir: Path, *, accept_weights: bool = False) -> dict[str, Any
             set_weights_digest(task_dir / WORKLOAD_FILE, actual)
             workload = load_workload(task_dir)
     lock = expected_lock(task_dir, workload, pinned_weights(workload))
-    from aka_core.yamlio import write_json_atomic
+    from aka_core.plugin import write_json_atomic
 
     write_json_atomic(task_dir / LOCK_FILE, lock)
     return lock
@@ -358,7 +357,7 @@ def set_weights_digest(path: Path, value: str) -> None:
 
     from ruamel.yaml import YAML
 
-    from aka_core.yamlio import write_text_atomic
+    from aka_core.plugin import write_text_atomic
 
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True

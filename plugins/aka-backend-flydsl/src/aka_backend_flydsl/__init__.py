@@ -49,11 +49,15 @@ from aka_backend_flydsl.toolkit import (
     lld_version,
     target_architecture,
 )
-from aka_core import hookimpl, native
-from aka_core.errors import BuildError
-from aka_core.models import DeviceInfo
-from aka_core.python_backend import PythonBackend
-from aka_core.records import BackendReadiness, BackendSpec
+from aka_core.plugin import (
+    BackendReadiness,
+    BackendSpec,
+    BuildError,
+    DeviceInfo,
+    PythonBackend,
+    hookimpl,
+    native,
+)
 
 __all__ = ["DEFAULT_ARCHITECTURE", "FlydslBackend", "configure"]
 

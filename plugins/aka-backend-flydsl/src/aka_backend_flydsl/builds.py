@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from aka_core import native
+from aka_core.plugin import native
 
 EM_AMDGPU = 224
 EF_AMDGPU_MACH = 0x0FF

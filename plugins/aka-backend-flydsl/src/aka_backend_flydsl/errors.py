@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aka_core.errors import BuildError
-from aka_core.python_backend import innermost_location
+from aka_core.plugin import BuildError, innermost_location
 
 MESSAGE_CHARS = 4000
 

@@ -32,7 +32,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from aka_core import native
+from aka_core.plugin import native
 
 DEFAULT_ARCHITECTURE = "gfx942"
 LLD_RELATIVE = Path("llvm") / "bin" / "ld.lld"

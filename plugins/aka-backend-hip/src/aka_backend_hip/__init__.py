@@ -42,9 +42,7 @@ from aka_backend_hip.toolchain import (
     require_hipcc,
     supports_architecture,
 )
-from aka_core import hookimpl, native
-from aka_core.models import DeviceInfo
-from aka_core.records import BackendReadiness, BackendSpec
+from aka_core.plugin import BackendReadiness, BackendSpec, DeviceInfo, hookimpl, native
 
 __all__ = ["HipBackend", "load"]
 

@@ -17,8 +17,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from aka_core import native
-from aka_core.errors import BuildError
+from aka_core.plugin import BuildError, native
 
 DEFAULT_ARCHITECTURE = "gfx942"
 BASE_FLAGS = ("-O3", "-std=c++17")

@@ -6,11 +6,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from aka_core import hookimpl
-from aka_core.errors import BuildError
-from aka_core.models import DeviceInfo
-from aka_core.python_backend import PythonBackend, innermost_location
-from aka_core.records import BackendReadiness, BackendSpec
+from aka_core.plugin import (
+    BackendReadiness,
+    BackendSpec,
+    BuildError,
+    DeviceInfo,
+    PythonBackend,
+    hookimpl,
+    innermost_location,
+)
 
 
 class TritonBackend(PythonBackend):

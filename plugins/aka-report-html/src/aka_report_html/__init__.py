@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aka_core import hookimpl
-from aka_core.models import TaskResult
+from aka_core.plugin import TaskResult, hookimpl
 
 REPORT_FILE = "report.html"
 COLORS = {"dot": "#1f6feb", "ci": "#7aa7f0", "ok": "#2da44e", "bad": "#cf222e", "axis": "#57606a",

@@ -15,9 +15,7 @@ from typing import Any
 
 import attrs
 
-from aka_core import hookimpl, scoring
-from aka_core.models import EvaluationSummary, ScoreOutcome
-from aka_core.records import ScorerSpec
+from aka_core.plugin import EvaluationSummary, ScoreOutcome, ScorerSpec, hookimpl, scoring
 
 CONFIG_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False,
                                  "properties": {}}

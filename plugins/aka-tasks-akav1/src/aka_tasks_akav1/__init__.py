@@ -12,10 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aka_core import hookimpl
-from aka_core.errors import ConfigError, Problem
-from aka_core.models import Case, Harness, Requirements, Task, TaskRules
-from aka_core.records import TaskFormatSpec
+from aka_core.plugin import (
+    Case,
+    ConfigError,
+    Harness,
+    Problem,
+    Requirements,
+    Task,
+    TaskFormatSpec,
+    TaskRules,
+    hookimpl,
+)
 
 CONFIG = "config.yaml"
 VENDORS = {"hip": ("amd",), "flydsl": ("amd",), "cuda": ("nvidia",)}
@@ -25,7 +32,7 @@ AKA_KEYS = {"performance_report", "time_key", "timeout_s", "cpu"}
 
 
 def _read(path: Path) -> dict[str, Any]:
-    from aka_core.yamlio import load_plain_yaml
+    from aka_core.plugin import load_plain_yaml
 
     try:
         doc = load_plain_yaml(path)

@@ -23,10 +23,17 @@ import uuid
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from aka_core import hookimpl
-from aka_core.errors import ConfigError, Problem
-from aka_core.models import Case, HeldOutDraws, Task, TaskRules, Tolerance
-from aka_core.records import TaskFormatSpec
+from aka_core.plugin import (
+    Case,
+    ConfigError,
+    HeldOutDraws,
+    Problem,
+    Task,
+    TaskFormatSpec,
+    TaskRules,
+    Tolerance,
+    hookimpl,
+)
 from aka_tasks_kernelbench import problem as problems
 from aka_tasks_kernelbench import shims
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from aka_core.errors import ConfigError, Problem
+from aka_core.plugin import ConfigError, Problem
 
 MODEL_NEW = "model_new.py"
 SHIM_PREFIX = "_aka_"

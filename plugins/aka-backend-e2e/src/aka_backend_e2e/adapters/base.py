@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
-from aka_core.failures import FailureKind
+from aka_core.plugin import FailureKind
 
 ARMS = ("baseline", "candidate")
 INFRA = FailureKind.INFRA_ERROR

@@ -90,7 +90,7 @@ def engine_read_folders() -> list[str]:
 
 def sandbox_protected(protected: Sequence[str | Path]) -> list[str]:
     """The caller's protected paths plus those every runner is kept out of."""
-    from aka_core.evaluation.judge import SANDBOX_PROTECTED_ALWAYS
+    from aka_core.plugin import SANDBOX_PROTECTED_ALWAYS
 
     return [str(p) for p in (*protected, *SANDBOX_PROTECTED_ALWAYS)]
 
@@ -131,8 +131,7 @@ class BuiltinAdapter:
               log_dir: Path) -> BuiltinRun:
         if arm not in ARMS:
             raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
-        from aka_core import sandbox
-        from aka_core.evaluation.judge import runner_environment
+        from aka_core.plugin import runner_environment, sandbox
 
         kernels_dir = Path(kernels_dir).resolve()
         log_dir = Path(log_dir)
@@ -513,7 +512,7 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
     (the engine's supervisor is a child subreaper: what the engine's tree leaves behind stays
     below it). The group and the tree are frozen first, top down, so that nothing forks while
     it is being found; then everything found is killed, and ``proc`` reaped."""
-    from aka_core.processes import signal_pids, signal_tree
+    from aka_core.plugin import signal_pids, signal_tree
 
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGSTOP)

@@ -153,7 +153,7 @@ class OpenAIAdapter:
         clash = sorted(k for k in workload.server_args
                        if k.lstrip("-").replace("-", "_") in fixed)
         if clash:
-            from aka_core.errors import ConfigError, Problem
+            from aka_core.plugin import ConfigError, Problem
 
             raise ConfigError(Problem(
                 f"sets {', '.join(clash)}, which aka sets itself", file=workload.path,
@@ -179,7 +179,7 @@ class OpenAIAdapter:
 
     def environment(self, arm: str, workload: Any, call_log: Path, scratch: Path
                     ) -> dict[str, str]:
-        from aka_core.evaluation.evaluate import worker_base_environment
+        from aka_core.plugin import worker_base_environment
 
         base = dict(os.environ) if self.keep_environment else worker_base_environment()
         return {**base, "TMPDIR": str(scratch), "PYTHONUNBUFFERED": "1",
