@@ -14,7 +14,7 @@ from aka_backend_e2e import workload as wl
 from aka_backend_e2e.kernels_api import BASELINE_TREE
 from aka_backend_e2e.task_format import E2ETaskFormat
 
-from aka_core.plugin import ConfigError, PluginHost
+from aka_core.plugin import ConfigError, PluginHost, gpus
 from aka_core.testing import build_prompt, check_and_restore, load_task, prepare_workspace
 
 REPO = Path(__file__).resolve().parents[3]
@@ -77,7 +77,7 @@ def test_a_missing_entrypoint_or_a_changed_file_is_a_clear_error(task_dir: Path)
 
 def test_the_prompt_says_how_an_e2e_task_is_judged(task_dir: Path) -> None:
     task = load_task(task_dir, "e2e/tiny_attention", PluginHost())
-    prompt = build_prompt(task, "H200")
+    prompt = build_prompt(task, gpus.gpu_model("H200"))
     assert "Files you may edit: kernels/attention.py" in prompt
     assert "throughput" in prompt and "aka selfcheck" in prompt
     assert "inputs factory" not in prompt, "the operator task's wording does not apply"
