@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aka_core.executors import LOCAL, LOCAL_PARALLEL, LocalExecutor, ParallelExecutor
 from aka_core.hookspecs import hookimpl
 from aka_core.records import BackendSpec, ExecutorSpec, TaskFormatSpec
 
@@ -12,12 +13,6 @@ def _operator_format() -> Any:
     from aka_core.operator_tasks import OperatorTaskFormat
 
     return OperatorTaskFormat()
-
-
-def _local_executor(options: dict[str, Any]) -> Any:
-    from aka_core.executors import LocalExecutor
-
-    return LocalExecutor(**options)
 
 
 def _python_backend() -> Any:
@@ -34,13 +29,24 @@ def aka_register_tasks() -> list[TaskFormatSpec]:
     )]
 
 
+_NO_OPTIONS = {"type": "object", "additionalProperties": False, "properties": {}}
+
+
 @hookimpl
 def aka_register_executors() -> list[ExecutorSpec]:
-    return [ExecutorSpec(
-        name="local", factory=_local_executor,
-        description="Runs each task's lifecycle in this process, one task after another",
-        config_schema={"type": "object", "additionalProperties": False, "properties": {}},
-    )]
+    return [
+        ExecutorSpec(
+            name=LOCAL, factory=lambda options: LocalExecutor(**options),
+            config_schema=_NO_OPTIONS,
+            description="Runs each task's lifecycle in this process, one task after another",
+        ),
+        ExecutorSpec(
+            name=LOCAL_PARALLEL, factory=lambda options: ParallelExecutor(**options),
+            config_schema=_NO_OPTIONS,
+            description="Runs tasks in worker processes of this host, one per GPU or group of "
+                        "`resources` (what `local` becomes when `resources` name GPUs)",
+        ),
+    ]
 
 
 @hookimpl

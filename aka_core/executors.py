@@ -1,17 +1,31 @@
-"""The builtin ``local`` executor: every task's lifecycle in this process, one after another.
+"""The builtin executors, registered through ``aka_register_executors`` like any plugin's.
 
-A run whose ``resources`` name GPUs does not come here: ``aka_core.run`` hands it to the worker
-processes of ``aka_core.parallel``, one per GPU or group, which run the same lifecycle.
+``local`` runs every task's lifecycle in this process, one after another. ``local-parallel``
+spreads the tasks over worker processes on this host, one per GPU or group of ``resources``
+(``aka_core.parallel``); a config that names ``local`` and GPUs in ``resources`` gets it
+(``run.executor_name``). Results and reports have the same shape either way.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from aka_core.parallel import ParallelRun
+from aka_core.records import Run
 
-from aka_core.records import TaskRunner
+LOCAL = "local"
+LOCAL_PARALLEL = "local-parallel"
 
 
 class LocalExecutor:
-    def execute(self, run_dir: Path, task_ids: list[str], run_task: TaskRunner) -> None:
-        for task_id in task_ids:
-            run_task(task_id)
+    """Each task in this process, in run order."""
+
+    def execute(self, run: Run) -> None:
+        for task_id in run.task_ids:
+            run.run_task(task_id)
+
+
+class ParallelExecutor:
+    """Each task in a worker process of its GPU slot (the slots ``run.yaml`` recorded)."""
+
+    def execute(self, run: Run) -> None:
+        if run.task_ids:
+            ParallelRun(run).run()

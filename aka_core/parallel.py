@@ -1,5 +1,8 @@
 """Parallel execution on one host: a run's tasks spread over worker processes, one per GPU slot.
 
+This is the machinery of the builtin ``local-parallel`` executor (``aka_core.executors``), which
+a run gets when its config names the ``local`` executor and GPUs in ``resources``.
+
 **Slots.** ``resources.gpus: [0, 1]`` makes one slot per GPU, ``resources.gpu_groups: [[0, 1],
 [2, 3]]`` one per group; each slot gets ``workers_per_gpu`` workers. A worker sees only its slot's
 devices through the visibility variables (``CUDA_VISIBLE_DEVICES`` on NVIDIA;
@@ -46,9 +49,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import attrs
@@ -56,8 +59,6 @@ import structlog
 
 from aka_core.convert import structure, unstructure
 from aka_core.errors import AkaError
-from aka_core.host import PluginHost
-from aka_core.lifecycle import now_iso
 from aka_core.models import TaskResult
 from aka_core.resources import (  # noqa: F401 (re-exported: slots were planned here)
     VISIBILITY_VARIABLES,
@@ -72,11 +73,14 @@ from aka_core.resources import (  # noqa: F401 (re-exported: slots were planned 
     visibility_environment,
 )
 from aka_core.results import (
-    read_task_result,
+    now_iso,
     set_aside_interrupted,
     task_result_path,
     write_task_result,
 )
+
+if TYPE_CHECKING:
+    from aka_core.records import Run
 
 log = structlog.get_logger("aka.parallel")
 
@@ -231,10 +235,6 @@ class _Watch:
     """Pids of workers that died holding a task: that task's attempt, not the slot, failed."""
 
 
-OnStarted = Callable[[str, Claim], None]
-OnFinished = Callable[[str, TaskResult], None]
-
-
 def _failed(worker: _Worker) -> bool:
     return worker.process is not None and worker.process.returncode not in (0, None)
 
@@ -242,16 +242,16 @@ def _failed(worker: _Worker) -> bool:
 class ParallelRun:
     """The parent: starts a worker per slot, watches claims and results, reclaims, restarts."""
 
-    def __init__(self, run_dir: Path, meta: Mapping[str, Any], tasks: Sequence[str],
-                 host: PluginHost, on_started: OnStarted, on_finished: OnFinished):
-        self.run_dir = run_dir
-        self.task_ids = list(tasks)
+    def __init__(self, run: Run):
+        self.handle = run
+        self.run_dir = run.run_dir
+        self.task_ids = list(run.task_ids)
         """The tasks this run still had to do; those already done are not watched."""
-        self.vendor: str = meta["parallel"]["vendor"]
-        self.workers = [_Worker(structure(s, Slot)) for s in meta["parallel"]["slots"]]
-        self.log_dir = run_dir / meta["config"].get("log_directory", "logs")
-        self.host, self.on_started, self.on_finished = host, on_started, on_finished
-        self.queue = TaskQueue(run_dir)
+        plan = run.meta["parallel"]  # planned and checked when the run was created
+        self.vendor: str = plan["vendor"]
+        self.workers = [_Worker(structure(s, Slot)) for s in plan["slots"]]
+        self.log_dir = run.run_dir / run.config.log_directory
+        self.queue = TaskQueue(run.run_dir)
         self.watch = _Watch()
 
     def run(self) -> None:
@@ -293,16 +293,14 @@ class ParallelRun:
             claim = self.queue.read(task_id)
             if claim is not None and self.watch.started.get(task_id) != claim:
                 self.watch.started[task_id] = claim
-                self.on_started(task_id, claim)
+                log.info("task started", task=task_id, worker=claim.worker, pid=claim.pid)
+                self.handle.task_started(task_id)
 
     def _finished(self, task_id: str) -> None:
-        try:
-            result = read_task_result(task_result_path(self.run_dir, task_id))
-        except AkaError as exc:  # never fatal: the reports show the task without a result
-            log.warning("unreadable task result", task=task_id, error=str(exc))
-            result = TaskResult(task_id=task_id, status="error", error=str(exc))
         self.watch.finished.add(task_id)
-        self.on_finished(task_id, result)
+        result = self.handle.task_finished(task_id)
+        if result is not None:
+            log.info("task finished", task=task_id, status=result.status, score=result.score)
 
     def reclaim(self) -> None:
         """Release every pending task whose worker is gone, so that another worker redoes it."""
@@ -331,7 +329,7 @@ class ParallelRun:
         write_task_result(self.run_dir, result)
         log.error("task abandoned after repeated worker deaths", task=claim.task_id,
                   attempts=deaths)
-        self.host.notify("aka_after_task", run_dir=self.run_dir, result=result)
+        self.handle.host.notify("aka_after_task", run_dir=self.run_dir, result=result)
 
     def start_needed_workers(self) -> None:
         """Start workers on stopped slots for pending tasks that nobody has claimed, less the
@@ -394,10 +392,3 @@ class ParallelRun:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-def run_parallel(run_dir: Path, meta: Mapping[str, Any], pending: Sequence[str], host: PluginHost,
-                 on_started: OnStarted, on_finished: OnFinished) -> None:
-    """Run the ``pending`` tasks of ``run_dir`` in workers over the slots recorded in run.yaml."""
-    ParallelRun(run_dir, meta, pending, host, on_started, on_finished).run()
-

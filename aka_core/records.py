@@ -14,12 +14,15 @@ import attrs
 
 if TYPE_CHECKING:
     from aka_core.agent_runtime import AgentCheck
+    from aka_core.host import PluginHost
     from aka_core.models import (
         AgentExecution,
         DeviceInfo,
         EvaluationSummary,
+        RunConfig,
         ScoreOutcome,
         Task,
+        TaskResult,
     )
 
 JsonSchema = Mapping[str, Any]
@@ -35,6 +38,29 @@ class PluginRecord:
     description: str = ""
     config_schema: JsonSchema | None = None
     """JSON Schema of the plugin's own ``options`` section in a run config (None: no options)."""
+    options_class: type | None = None
+    """The attrs class the ``options`` (validated against ``config_schema``) are structured into,
+    through the one converter (``aka_core.convert``), before ``factory`` gets them: typed values
+    and the defaults of options left out, which match the schema's ``default`` (a core test
+    compares them). None: a plugin that takes no options, or one not yet ported: its factory
+    gets the options as a plain dict."""
+
+    def make(self, options: Mapping[str, Any] | None = None) -> Any:
+        """Build the implementation from a run config's ``options`` section: the one way the core
+        calls ``factory`` of a kind that takes options (agent, scorer, executor)."""
+        from aka_core.convert import structure
+
+        given = dict(options or {})
+        if self.options_class is None:
+            return self.factory(given)
+        try:
+            typed = structure(given, self.options_class)
+        except ExceptionGroup as group:  # the converter's: the option's own error says what
+            leaf: BaseException = group
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            raise leaf from None
+        return self.factory(typed)
 
 
 @attrs.frozen(kw_only=True)
@@ -81,7 +107,10 @@ class ScorerSpec(PluginRecord):
 
 @attrs.frozen(kw_only=True)
 class ExecutorSpec(PluginRecord):
-    """Where a task's lifecycle runs. ``factory(options) -> Executor``."""
+    """Where a task's lifecycle runs. ``factory(options) -> Executor``.
+
+    A run uses the executor its config names; ``local`` with ``resources`` naming GPUs is the
+    builtin ``local-parallel`` (one worker process per GPU or group)."""
 
     kind: ClassVar[str] = "executor"
     runs_elsewhere: bool = False
@@ -231,10 +260,48 @@ class TaskRunner(Protocol):
     def __call__(self, task_id: str) -> None: ...
 
 
+def _no_event(task_id: str) -> None:
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class Run:
+    """One run as its executor sees it: what ``run.yaml`` says, and the calls back into the run.
+
+    The core builds it from ``run.yaml`` when a run starts or resumes and hands it to
+    ``Executor.execute``; the executor decides where each of ``task_ids`` runs.
+    """
+
+    run_dir: Path
+    task_ids: tuple[str, ...]
+    """The tasks to run now, in run order: those of the run still without a result."""
+    config: RunConfig
+    tasks_root: Path
+    """The folder the run's tasks are loaded from (``aka run-task`` loads them there too)."""
+    device: str
+    """Where evaluations run: ``cuda``, ``cpu``, or ``chosen-on-the-node`` where the executor runs
+    tasks elsewhere (``ExecutorSpec.runs_elsewhere``: ``aka run-task`` chooses it there)."""
+    meta: Mapping[str, Any]
+    """The whole of ``run.yaml`` as read (plugin versions, host facts, the ``parallel`` plan)."""
+    host: PluginHost
+    """The plugins of this process (for an executor that asks about the run's agent or scorer)."""
+    run_task: TaskRunner
+    """Run one task's whole lifecycle in this process, then update the progress and reports:
+    leftovers of an interrupted attempt are set aside first, as ``aka run-task`` does."""
+    task_started: Callable[[str], None] = _no_event
+    """Say that a task started elsewhere (a worker, a container, a job): the progress shows it."""
+    task_finished: Callable[[str], TaskResult | None] = _no_event
+    """Say that a task run elsewhere ended: its result (read from the run directory and
+    returned; None if it left none) reaches the progress, and the reports are regenerated."""
+
+
 @runtime_checkable
 class Executor(Protocol):
-    def execute(self, run_dir: Path, task_ids: list[str], run_task: TaskRunner) -> None:
-        """Run the lifecycle of every task id (``run_task`` runs one, in this process).
+    def execute(self, run: Run) -> None:
+        """Run the lifecycle of every task of ``run.task_ids``.
 
-        An executor that runs elsewhere starts ``aka run-task RUN_DIR TASK_ID`` there instead.
+        In this process: call ``run.run_task(task_id)``. Elsewhere: start ``aka run-task
+        RUN_DIR TASK_ID`` there (the same lifecycle, writing into the shared run directory) and
+        call ``run.task_finished(task_id)`` when it has ended. Return when every task has ended;
+        a task left without a result is redone by ``aka run --resume``.
         """

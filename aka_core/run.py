@@ -5,8 +5,11 @@ config, the task ids, the tasks folder, plugin versions and host facts. A task w
 ``task_result.yaml`` exists is complete; a task folder without one was interrupted: it is moved
 aside (kept, never deleted) and redone. Reports are regenerated after every task.
 
-With ``resources`` naming GPUs (and the local executor), tasks run in worker processes, one per
-GPU or group (``aka_core.parallel``); results and reports have the same shape as a serial run's.
+Every run goes through an executor (``Executor.execute`` with a ``Run`` handle): the builtin
+``local`` one runs tasks in this process, one after another; with ``resources`` naming GPUs a
+config's ``local`` is the builtin ``local-parallel``, whose worker processes (one per GPU or group,
+``aka_core.parallel``) run them; plugins add others (docker, slurm). Results and reports have the
+same shape whichever runs them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from aka_core.config import check_agent_factory, read_run_config, resolve_tasks_
 from aka_core.convert import structure, unstructure
 from aka_core.devices import probe
 from aka_core.errors import AkaError, ConfigError, Problem, UsageError
+from aka_core.executors import LOCAL, LOCAL_PARALLEL
 from aka_core.host import PluginHost
 from aka_core.interrupt import INTERRUPTS, signals_deferred
 from aka_core.lifecycle import (
@@ -36,17 +40,25 @@ from aka_core.lifecycle import (
 )
 from aka_core.models import RunConfig, TaskResult
 from aka_core.progress import RunProgress
+from aka_core.records import Run
 from aka_core.reports import write_reports
-from aka_core.resources import missing_gpu_problems, parallel_record, resource_problems
+from aka_core.resources import (
+    missing_gpu_problems,
+    needs_workers,
+    parallel_record,
+    resource_problems,
+)
 from aka_core.results import (
     RUN_FILE,
+    now_iso,
     read_run_file,
     read_task_result,
     set_aside_interrupted,
     task_result_path,
+    write_task_result,
 )
 from aka_core.selection import resolve_selectors
-from aka_core.yamlio import write_yaml_atomic
+from aka_core.yamlio import line_of, write_yaml_atomic
 
 log = structlog.get_logger("aka.run")
 DEVICE_ON_NODE = "chosen-on-the-node"
@@ -78,7 +90,7 @@ def choose_device(config: RunConfig) -> str:
     if mismatch:
         raise ConfigError(f"target_gpu_model is {config.target_name} but {mismatch}; change "
                           "target_gpu_model or run on the target", file=_source(config))
-    if config.executor.name == "local":  # other executors place tasks on GPUs themselves
+    if config.executor.name == LOCAL:  # other executors place tasks on GPUs themselves
         missing = missing_gpu_problems(config.resources, int(found.get("count") or 1),
                                        _source(config))
         if missing:
@@ -90,6 +102,22 @@ def _source(config: RunConfig) -> Path | None:
     return Path(config.source) if config.source else None
 
 
+def executor_name(config: RunConfig) -> str:
+    """The executor that runs ``config``'s tasks: the one it names, except that ``local`` with
+    ``resources`` naming GPUs (more than one slot, or one restricted to some GPUs) is
+    ``local-parallel``: worker processes that each see only their slot's GPUs."""
+    return LOCAL_PARALLEL if needs_workers(config) else config.executor.name
+
+
+def _check_executor_name(config: RunConfig, source_doc: Any) -> None:
+    if config.executor.name == LOCAL_PARALLEL:
+        raise ConfigError(Problem(
+            f"executor {LOCAL_PARALLEL!r} is chosen by resources, not by name", file=_source(config),
+            line=line_of(source_doc, ["executor", "name"]), field="executor.name",
+            hint=f"name the {LOCAL!r} executor and list GPUs in resources.gpus or "
+                 "resources.gpu_groups: its tasks then run in one worker per GPU or group"))
+
+
 def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = None,
                output_root: Path | None = None) -> Path:
     """Validate everything, then write ``run.yaml``; returns the new run directory. The config
@@ -97,6 +125,7 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
     loaded = read_run_config(config_path, host)  # resources are checked there too
     config, source_doc = loaded.config, loaded.source
     check_agent_factory(config, host, config_path, source_doc)
+    _check_executor_name(config, source_doc)
     tasks_root = resolve_tasks_directory(config, config_path)
     _note_resources_left_to_executor(config)
     task_ids = resolve_selectors(list(config.tasks), tasks_root, host,
@@ -142,13 +171,13 @@ def check_resources(config: RunConfig, config_path: Path, source_doc: Any) -> No
 
 def _note_resources_left_to_executor(config: RunConfig) -> None:
     resources = config.resources
-    if config.executor.name != "local" and (resources.gpus or resources.gpu_groups
-                                            or resources.workers_per_gpu > 1):
+    if config.executor.name != LOCAL and (resources.gpus or resources.gpu_groups
+                                          or resources.workers_per_gpu > 1):
         log.info("resources are left to the executor", executor=config.executor.name)
 
 
 def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) -> list[TaskResult]:
-    """Run (or resume) every task of ``run_dir`` that has no result yet."""
+    """Run (or resume) every task of ``run_dir`` that has no result yet, through its executor."""
     meta = read_run_file(run_dir)
     config = structure(meta["config"], RunConfig)
     task_ids: list[str] = list(meta["task_ids"])
@@ -158,15 +187,13 @@ def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) 
     if done:
         log.info("resuming", completed=len(done), pending=len(pending))
     host.notify("aka_before_run", run_dir=run_dir, config=config, task_ids=pending)
+    executor = host.executor(executor_name(config)).make(config.executor.options)
     try:
         # The bar only on a terminal, never between JSON log lines.
         with RunProgress(task_ids, enabled=None if show_progress else False) as progress:
             for task_id in done:
                 progress.finish_task(task_id, "kept", None)
-            if meta.get("parallel"):
-                _execute_in_workers(run_dir, meta, pending, host, progress)
-            else:
-                _execute_serially(run_dir, meta, config, pending, host, progress)
+            executor.execute(_run_handle(run_dir, meta, config, pending, host, progress))
     except INTERRUPTS:
         # Stopped (Ctrl-C, SIGTERM): the reports say which tasks are left, and why.
         with signals_deferred(), contextlib.suppress(Exception):
@@ -179,42 +206,48 @@ def execute_run(run_dir: Path, host: PluginHost, *, show_progress: bool = True) 
     return results
 
 
-def _execute_serially(run_dir: Path, meta: dict[str, Any], config: RunConfig, pending: list[str],
-                      host: PluginHost, progress: RunProgress) -> None:
-    """Every pending task through the configured executor, in this process's ``run_task``."""
-    spec = host.executor(config.executor.name)
+def open_run(run_dir: Path, host: PluginHost, task_ids: list[str] | None = None) -> Run:
+    """The ``Run`` handle of an existing run, as its executor gets it, for ``task_ids`` (default:
+    those still without a result); without a progress display."""
+    meta = read_run_file(run_dir)
+    if task_ids is None:
+        done = completed_task_ids(run_dir, list(meta["task_ids"]))
+        task_ids = [t for t in meta["task_ids"] if t not in done]
+    return _run_handle(run_dir, meta, structure(meta["config"], RunConfig), task_ids, host,
+                       RunProgress(task_ids, enabled=False))
+
+
+def _run_handle(run_dir: Path, meta: dict[str, Any], config: RunConfig, pending: list[str],
+                host: PluginHost, progress: RunProgress) -> Run:
+    """The ``Run`` an executor gets: ``run_task`` runs a task here; the events let tasks run
+    elsewhere reach the progress and the reports as they end."""
     ctx = TaskContext(run_dir=run_dir, config=config, host=host,
                       tasks_root=Path(meta["tasks_root"]), device=meta["device"])
-    if not spec.runs_elsewhere:  # remote executors leave that to run-task, on the node
-        for task_id in pending:
-            set_aside_interrupted(run_dir, task_id)
-        pending = [t for t in pending if not _abandon_if_deadly(run_dir, t, host)]
-    executor = spec.factory(dict(config.executor.options))
 
-    def run_one(task_id: str) -> None:
+    def run_here(task_id: str) -> None:
         progress.start_task(task_id)
-        result = run_task(ctx, task_id)
+        set_aside_interrupted(run_dir, task_id)  # what an interrupted attempt left
+        result = _abandoned_if_deadly(run_dir, task_id, host) or run_task(ctx, task_id)
         progress.finish_task(task_id, result.status, result.score)
         write_reports(run_dir)
 
-    executor.execute(run_dir, pending, run_one)
-
-
-def _execute_in_workers(run_dir: Path, meta: dict[str, Any], pending: list[str],
-                        host: PluginHost, progress: RunProgress) -> None:
-    """Pending tasks over the worker slots of ``run.yaml``; this process draws the progress and
-    regenerates the reports as results appear, like the serial loop."""
-
-    def started(task_id: str, claim: parallel.Claim) -> None:
-        progress.start_task(task_id)
-        log.info("task started", task=task_id, worker=claim.worker, pid=claim.pid)
-
-    def finished(task_id: str, result: TaskResult) -> None:
-        progress.finish_task(task_id, result.status, result.score)
-        log.info("task finished", task=task_id, status=result.status, score=result.score)
+    def finished(task_id: str) -> TaskResult | None:
+        result: TaskResult | None
+        try:
+            result = read_task_result(task_result_path(run_dir, task_id))
+        except FileNotFoundError:
+            result = None
+        except AkaError as exc:  # never fatal: the reports show the task without a result
+            log.warning("unreadable task result", task=task_id, error=str(exc))
+            result = TaskResult(task_id=task_id, status="error", error=str(exc))
+        if result is not None:
+            progress.finish_task(task_id, result.status, result.score)
         write_reports(run_dir)
+        return result
 
-    parallel.run_parallel(run_dir, meta, pending, host, started, finished)
+    return Run(run_dir=run_dir, task_ids=tuple(pending), config=config,
+               tasks_root=ctx.tasks_root, device=ctx.device, meta=meta, host=host,
+               run_task=run_here, task_started=progress.start_task, task_finished=finished)
 
 
 def run_one_task(run_dir: Path, task_id: str, host: PluginHost,
@@ -266,15 +299,13 @@ def deaths_of(run_dir: Path, task_id: str) -> int:
     return sum(1 for a in attempts if a.is_dir() and not (a / INTERRUPTED_FILE).exists())
 
 
-def _abandon_if_deadly(run_dir: Path, task_id: str, host: PluginHost) -> bool:
+def _abandoned_if_deadly(run_dir: Path, task_id: str, host: PluginHost) -> TaskResult | None:
     """A task whose attempts killed the process running them ``parallel.MAX_TASK_ATTEMPTS``
-    times is recorded as an error instead of being run (and killing the resume) again."""
-    from aka_core.lifecycle import now_iso
-    from aka_core.results import write_task_result
-
+    times is recorded as an error (returned) instead of being run (and killing the resume)
+    again."""
     deaths = deaths_of(run_dir, task_id)
     if deaths < parallel.MAX_TASK_ATTEMPTS:
-        return False
+        return None
     result = TaskResult(task_id=task_id, status="error", started_at=now_iso(),
                         finished_at=now_iso(),
                         error=f"the process running this task died during each of its last "
@@ -284,4 +315,4 @@ def _abandon_if_deadly(run_dir: Path, task_id: str, host: PluginHost) -> bool:
     log.error("task abandoned after repeated deaths of the process running it", task=task_id,
               attempts=deaths)
     host.notify("aka_after_task", run_dir=run_dir, result=result)
-    return True
+    return result

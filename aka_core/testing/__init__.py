@@ -31,6 +31,7 @@ from aka_core.testing.contracts import (  # noqa: E402
     PluginContract,
     ScorerContract,
     TaskFormatContract,
+    executor_run,
     snapshot,
 )
 from aka_core.testing.fake_cli import FakeCli, Reply, Requires, Script  # noqa: E402
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from aka_core.operator_tasks import load_task
     from aka_core.prompt import build_prompt
     from aka_core.results import read_task_result, write_task_result
-    from aka_core.run import create_run
+    from aka_core.run import create_run, open_run
     from aka_core.smoke import smoke
     from aka_core.workspace import check_and_restore, copy_task, prepare_workspace, preserve_baseline
 
@@ -60,6 +61,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "read_task_result": ("aka_core.results", "read_task_result"),
     "write_task_result": ("aka_core.results", "write_task_result"),
     "create_run": ("aka_core.run", "create_run"),
+    "open_run": ("aka_core.run", "open_run"),
     "smoke": ("aka_core.smoke", "smoke"),
     "check_and_restore": ("aka_core.workspace", "check_and_restore"),
     "copy_task": ("aka_core.workspace", "copy_task"),
@@ -90,9 +92,11 @@ __all__ = [
     "compare_runs",
     "copy_task",
     "create_run",
+    "executor_run",
     "fake_cli",
     "harness",
     "load_task",
+    "open_run",
     "prepare_workspace",
     "preserve_baseline",
     "processes",

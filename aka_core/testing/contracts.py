@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, get_args
 
@@ -30,7 +30,14 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from aka_core.errors import BuildError, ConfigError
-from aka_core.models import AgentExecution, AgentStatus, EvaluationSummary, ScoreOutcome
+from aka_core.models import (
+    AgentConfig,
+    AgentExecution,
+    AgentStatus,
+    EvaluationSummary,
+    RunConfig,
+    ScoreOutcome,
+)
 from aka_core.records import (
     Agent,
     AgentInvocation,
@@ -42,10 +49,12 @@ from aka_core.records import (
     Executor,
     ExecutorSpec,
     PluginRecord,
+    Run,
     Scorer,
     ScorerSpec,
     TaskFormat,
     TaskFormatSpec,
+    TaskRunner,
 )
 from aka_core.testing.fixtures import DEFAULT_TASK_ID
 
@@ -115,7 +124,7 @@ class ScorerContract(PluginContract):
 
     @pytest.fixture
     def scorer(self, spec: ScorerSpec, plugin_options: dict[str, Any]) -> Scorer:
-        scorer = spec.factory(plugin_options)
+        scorer = spec.make(plugin_options)
         assert isinstance(scorer, Scorer), f"{spec.name}'s factory must return a Scorer"
         return scorer
 
@@ -173,7 +182,7 @@ class AgentContract(PluginContract):
 
     @pytest.fixture
     def agent(self, spec: AgentSpec, plugin_options: dict[str, Any]) -> Agent:
-        agent = spec.factory(plugin_options)
+        agent = spec.make(plugin_options)
         assert isinstance(agent, Agent), f"{spec.name}'s factory must return an Agent"
         return agent
 
@@ -265,11 +274,29 @@ class BackendContract(PluginContract):
 # --------------------------------------------------------------------------- executors
 
 
+def executor_run(run_dir: Path, task_ids: Sequence[str], run_task: TaskRunner,
+                 **fields: Any) -> Run:
+    """A ``Run`` handle for an executor under test, without a run directory on disk: a CPU run
+    of the ``noop`` agent whose ``run_task`` is the given callback (``fields`` replace any of the
+    handle's fields: ``config``, ``meta``, ``task_finished``...)."""
+    from aka_core.host import PluginHost
+
+    values: dict[str, Any] = {
+        "run_dir": run_dir, "task_ids": tuple(task_ids),
+        "config": RunConfig(agent=AgentConfig(template="noop"), tasks=("demo",),
+                            target_gpu_model="cpu"),
+        "tasks_root": run_dir.parent / "tasks", "device": "cpu", "meta": {},
+        "host": PluginHost(load_entry_points=False), "run_task": run_task,
+    }
+    return Run(**(values | fields))
+
+
 class ExecutorContract(PluginContract):
-    """An executor runs every task id exactly once through the ``run_task`` callback.
+    """An executor runs every task id of its ``Run`` exactly once through ``run.run_task``.
 
     This suits executors that call ``run_task`` in the test's process; one that starts
-    ``aka run-task`` elsewhere overrides these tests with its own.
+    ``aka run-task`` elsewhere overrides these tests with its own (``executor_run`` builds the
+    handle for them).
     """
 
     record_type = ExecutorSpec
@@ -277,7 +304,7 @@ class ExecutorContract(PluginContract):
 
     @pytest.fixture
     def executor(self, spec: ExecutorSpec, plugin_options: dict[str, Any]) -> Executor:
-        executor = spec.factory(plugin_options)
+        executor = spec.make(plugin_options)
         assert isinstance(executor, Executor), f"{spec.name}'s factory must return an Executor"
         return executor
 
@@ -286,12 +313,12 @@ class ExecutorContract(PluginContract):
     ) -> None:
         task_ids = list(provided(request, "task_ids"))
         calls: list[str] = []
-        executor.execute(tmp_path / "run", task_ids, calls.append)
+        executor.execute(executor_run(tmp_path / "run", task_ids, calls.append))
         assert sorted(calls) == sorted(task_ids)
 
     def test_no_tasks_runs_nothing(self, executor: Executor, tmp_path: Path) -> None:
         calls: list[str] = []
-        executor.execute(tmp_path / "run", [], calls.append)
+        executor.execute(executor_run(tmp_path / "run", [], calls.append))
         assert calls == []
 
 

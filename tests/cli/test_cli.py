@@ -53,7 +53,8 @@ def test_plugins_json_lists_every_kind_with_builtins_marked(aka: Aka) -> None:
     assert {kind for kind, _ in plugins} == KINDS | {"observer"}
     assert plugins[("observer", "html_report")]["distribution"] == "aka-report-html"
     assert plugins[("observer", "html_report")]["description"] == "implements aka_report"
-    for key in (("task_format", "operator"), ("backend", "python"), ("executor", "local")):
+    for key in (("task_format", "operator"), ("backend", "python"), ("executor", "local"),
+                ("executor", "local-parallel")):
         assert plugins[key]["builtin"] is True, key
         assert plugins[key]["distribution"] == "aka-core (builtin)"
     for key, dist in ((("agent", "noop"), "aka-agent-noop"), (("agent", "replay"), "aka-agent-replay"),

@@ -121,6 +121,22 @@ def test_which_runs_use_workers(write_config: Callable[[str], Path]) -> None:
     assert not uses_workers("  gpus: [0, 1]\n", "executor: {name: docker}\n")
 
 
+def test_resources_choose_between_the_local_executors(
+    write_config: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def chosen(resources: str, executor: str = "") -> str:
+        return run.executor_name(load_run_config(write_config(resources + executor)))
+
+    assert chosen("  gpus: [0, 1]\n") == "local-parallel"
+    assert chosen("  gpus: [3]\n") == "local-parallel"
+    assert chosen("  workers_per_gpu: 1\n") == "local"
+    assert chosen("  gpus: [0, 1]\n", "executor: {name: docker}\n") == "docker"
+    config = write_config("  gpus: [0]\nexecutor: {name: local-parallel}\n")
+    err = aka_run_error(config, capsys)
+    assert (f"{config}:6: executor.name: executor 'local-parallel' is chosen by resources, "
+            "not by name") in err
+
+
 @pytest.mark.parametrize(("vendor", "environ", "devices", "expected"), [
     ("nvidia", {}, (1,), {"CUDA_VISIBLE_DEVICES": "1"}),
     ("nvidia", {"CUDA_VISIBLE_DEVICES": "4,5,6"}, (0, 2), {"CUDA_VISIBLE_DEVICES": "4,6"}),

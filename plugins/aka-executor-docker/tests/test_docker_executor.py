@@ -32,11 +32,8 @@ from aka_executor_docker.engine import (
 )
 from aka_executor_docker.executor import RunInfo
 
-from aka_core.host import PluginHost
-from aka_core.results import read_task_result
-from aka_core.smoke import smoke
-from aka_core.testing import ExecutorContract
-from aka_core.yamlio import dump_yaml, load_plain_yaml, write_yaml_atomic
+from aka_core.plugin import PluginHost, dump_yaml, load_plain_yaml, write_yaml_atomic
+from aka_core.testing import ExecutorContract, create_run, open_run, read_task_result, smoke
 
 pytestmark = pytest.mark.slow
 
@@ -118,13 +115,12 @@ class TestDockerContract(ExecutorContract):
         ids = ["demo/a", "other/c"]
         for task_id in ids:
             make_task(task_id)
-        from aka_core.run import create_run
-
         config = write_config(tmp_path, "contract", {"name": "docker", "options": self.options},
                               tasks=ids)
         run_dir = create_run(config, PluginHost(), output_root=tmp_path / "out")
         calls: list[str] = []
-        executor.execute(run_dir, ids, calls.append)
+        run = attrs.evolve(open_run(run_dir, PluginHost()), run_task=calls.append)
+        executor.execute(run)
         assert calls == [], "run_task is not called in-process: tasks run in containers"
         for task_id in ids:
             assert read_task_result(run_dir / task_id / "task_result.yaml").task_id == task_id
@@ -187,7 +183,7 @@ def test_triton_task_in_a_container(docker_image: str, tmp_path: Path) -> None:
     result = read_task_result(run_gelu_replay(docker_image, tmp_path) / "task_result.yaml")
     assert (result.status, result.pass_compilation, result.pass_correctness) == (
         "completed", True, True), result.error or result.acceptance
-    assert result.evaluation["device"]["software"]["mode"].startswith("interpreter")
+    assert result.evaluation.device.extra["software"]["mode"].startswith("interpreter")
 
 
 def test_agent_and_evaluation_in_two_containers(docker_image: str, tmp_path: Path) -> None:
@@ -332,7 +328,7 @@ def test_gpu_not_visible_in_the_container(client: Any, tmp_path: Path,
                                           make_task: Callable[..., Path]) -> None:
     """A run that evaluates on a GPU stops before its first task when the container sees none."""
     make_task()
-    run = RunInfo.read(_cpu_run(tmp_path))
+    run = RunInfo.of(open_run(_cpu_run(tmp_path), PluginHost()))
     gpu_run = attrs.evolve(run, device="cuda",
                            config=attrs.evolve(run.config, target_gpu_model="H200"))
     executor = make_executor({"image": IMAGE, "gpus": "none"})
@@ -388,8 +384,6 @@ def test_smoke_inside_the_container(docker_image: str) -> None:
 
 
 def _cpu_run(tmp_path: Path) -> Path:
-    from aka_core.run import create_run
-
     config = write_config(tmp_path, "cpu", {"name": "docker", "options": {"image": IMAGE}})
     return create_run(config, PluginHost(), output_root=tmp_path / "out")
 

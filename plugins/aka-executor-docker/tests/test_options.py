@@ -16,11 +16,12 @@ from aka_executor_docker.engine import (
     create_kwargs,
     gpu_settings,
 )
-from aka_executor_docker.executor import needs_network
+from aka_executor_docker.executor import agent_needs_network
 from aka_executor_docker.options import DockerOptions, Mount, parse_mount
 from jsonschema import Draft202012Validator
 
-from aka_core.agent_runtime import CliAgent
+from aka_core.plugin import AgentSpec, RunConfig, gpus, hookimpl, structure
+from aka_core.testing import executor_run
 
 
 def test_registered_through_the_host(register_plugin) -> None:
@@ -106,24 +107,32 @@ def test_container_settings(tmp_path: Path) -> None:
 
 def test_gpus_only_for_runs_that_evaluate_on_a_gpu() -> None:
     executor = make_executor({"image": "x"})
-    assert executor.gpu_for("cpu", "cpu") is None
-    assert executor.gpu_for("H200", "cpu") is None           # evaluation.device: cpu
-    assert executor.gpu_for("H200", "cuda") == GpuPassthrough(vendor="nvidia")
-    assert executor.gpu_for("MI300X", "cuda") == GpuPassthrough(vendor="amd")
-    assert make_executor({"image": "x", "gpus": "none"}).gpu_for("H200", "cuda") is None
+    cpu, h200, mi300x = (gpus.gpu_model(name) for name in ("cpu", "H200", "MI300X"))
+    assert executor.gpu_for(cpu, "cpu") is None
+    assert executor.gpu_for(h200, "cpu") is None           # evaluation.device: cpu
+    assert executor.gpu_for(h200, "cuda") == GpuPassthrough(vendor="nvidia")
+    assert executor.gpu_for(mi300x, "cuda") == GpuPassthrough(vendor="amd")
+    assert make_executor({"image": "x", "gpus": "none"}).gpu_for(h200, "cuda") is None
     assert make_executor({"image": "x", "gpus": [3], "vendor": "amd"}).gpu_for(
-        "H200", "cuda") == GpuPassthrough(vendor="amd", ids=("3",))
+        h200, "cuda") == GpuPassthrough(vendor="amd", ids=("3",))
 
 
-def test_only_cli_agents_get_a_network() -> None:
-    from aka_agent_noop import NoopAgent
+class _Agents:
+    @hookimpl
+    def aka_register_agents(self) -> list[AgentSpec]:
+        return [AgentSpec(name="in-process", factory=lambda options: None),
+                AgentSpec(name="some-cli", factory=lambda options: None, needs_network=True)]
 
-    class SomeCli(CliAgent):
-        name = "some-cli"
-        executable = "some-cli"
 
-    assert needs_network(NoopAgent()) is False
-    assert needs_network(SomeCli()) is True
+def test_only_cli_agents_get_a_network(register_plugin) -> None:
+    host = register_plugin(_Agents())
+
+    def config(agent: str) -> RunConfig:
+        return structure({"agent": {"template": agent}, "tasks": [], "target_gpu_model": "cpu"},
+                         RunConfig)
+
+    assert agent_needs_network(config("in-process"), host) is False
+    assert agent_needs_network(config("some-cli"), host) is True
 
 
 def test_no_engine_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,5 +146,5 @@ def test_no_engine_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_no_tasks_contacts_no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/docker.sock")
     calls: list[str] = []
-    make_executor({"image": "x"}).execute(tmp_path / "run", [], calls.append)
+    make_executor({"image": "x"}).execute(executor_run(tmp_path / "run", [], calls.append))
     assert calls == []

@@ -20,10 +20,8 @@ from typing import Any
 
 import pytest
 
-from aka_core.results import read_task_result
-from aka_core.testing import processes
-from aka_core.testing.fixtures import write_task
-from aka_core.yamlio import dump_yaml, load_plain_yaml
+from aka_core.plugin import dump_yaml, load_plain_yaml
+from aka_core.testing import processes, read_task_result, write_task
 
 pytestmark = pytest.mark.slow
 

@@ -13,11 +13,9 @@ from aka_executor_slurm.commands import _parse_states
 from aka_executor_slurm.executor import SlurmExecutor
 from aka_executor_slurm.options import SlurmOptions
 
-from aka_core.cli import main
-from aka_core.errors import AkaError
-from aka_core.testing import ExecutorContract
-from aka_core.testing.fixtures import write_task
-from aka_core.yamlio import dump_yaml
+from aka_core.plugin import AkaError, dump_yaml
+from aka_core.testing import ExecutorContract, executor_run, write_task
+from aka_core.testing import cli_main as main
 
 RUN = Path("/shared/runs/run_1")
 TASKS = Path("/shared/aka/tasks")
@@ -35,7 +33,8 @@ class TestSlurmContract(ExecutorContract):
 
     def test_no_tasks_runs_nothing(self, executor: SlurmExecutor, tmp_path: Path) -> None:
         calls: list[str] = []
-        executor.execute(tmp_path / "run", [], calls.append)  # no Slurm needed: nothing to do
+        # no Slurm needed: nothing to do
+        executor.execute(executor_run(tmp_path / "run", [], calls.append))
         assert calls == []
         assert not (tmp_path / "run").exists()
 
@@ -80,7 +79,7 @@ def test_bad_options_fail_with_file_and_line(tmp_path: Path, capsys, options: st
 def test_sbatch_missing_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(AkaError, match="not on PATH: sbatch, squeue, scancel"):
-        make_executor({}).execute(tmp_path, ["demo/a"], lambda task_id: None)
+        make_executor({}).execute(executor_run(tmp_path, ["demo/a"], lambda task_id: None))
 
 
 # --------------------------------------------------------------------------- batch scripts

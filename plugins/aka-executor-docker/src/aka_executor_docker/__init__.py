@@ -7,8 +7,7 @@ The docker SDK is imported only when a run or a check uses the executor.
 
 from __future__ import annotations
 
-from aka_core import hookimpl
-from aka_core.records import ExecutorSpec
+from aka_core.plugin import ExecutorSpec, hookimpl
 from aka_executor_docker.executor import DockerExecutor, make_executor
 from aka_executor_docker.options import CONFIG_SCHEMA, DockerOptions
 

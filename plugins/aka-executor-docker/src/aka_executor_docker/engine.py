@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import attrs
 
-from aka_core.errors import AkaError
+from aka_core.plugin import AkaError
 from aka_executor_docker.options import Mount
 
 Vendor = Literal["nvidia", "amd"]

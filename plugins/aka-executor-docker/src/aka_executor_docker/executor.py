@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,12 +26,21 @@ from typing import Any
 import attrs
 import structlog
 
-from aka_core import __version__, gpus
-from aka_core.convert import structure
-from aka_core.lifecycle import now_iso
-from aka_core.models import RunConfig
-from aka_core.records import TaskRunner
-from aka_core.smoke import Check, read_facts, runtime_checks
+from aka_core.plugin import (
+    AGENT_PHASE_FILE,
+    AKA_VERSION,
+    DEVICE_ON_NODE,
+    Check,
+    PluginHost,
+    Run,
+    RunConfig,
+    gpus,
+    now_iso,
+    read_facts,
+    runtime_checks,
+    task_dir,
+    task_result_path,
+)
 from aka_executor_docker.engine import (
     LABEL_RUN,
     LABEL_TASK,
@@ -59,7 +67,7 @@ CONTAINER_LOG = "container.log"
 
 @attrs.frozen(kw_only=True)
 class RunInfo:
-    """What the executor needs from ``run.yaml``."""
+    """What the executor needs of the run, with the device a container gets."""
 
     run_dir: Path
     tasks_root: Path
@@ -67,17 +75,14 @@ class RunInfo:
     config: RunConfig
 
     @classmethod
-    def read(cls, run_dir: Path) -> RunInfo:
-        from aka_core.run import DEVICE_ON_NODE, read_run_file
-
-        meta = read_run_file(run_dir)
-        config = structure(meta["config"], RunConfig)
-        device = str(meta["device"])
+    def of(cls, run: Run) -> RunInfo:
+        device, config = run.device, run.config
         if device == DEVICE_ON_NODE:  # chosen inside each container; pass a GPU if one is wanted
-            wanted_gpu = (not gpus.gpu_model(config.target_gpu_model).is_cpu
+            target = config.target_gpu_model
+            wanted_gpu = ((target is None or not target.is_cpu)
                           and config.evaluation.device != "cpu")
             device = "cuda" if wanted_gpu else "cpu"
-        return cls(run_dir=run_dir.resolve(), tasks_root=Path(meta["tasks_root"]).resolve(),
+        return cls(run_dir=run.run_dir.resolve(), tasks_root=run.tasks_root.resolve(),
                    device=device, config=config)
 
 
@@ -85,22 +90,10 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "x"
 
 
-def needs_network(agent: object) -> bool:
-    """A CLI agent (it has ``check``, as ``aka check-agents`` tells them apart) must reach its
-    model over the network; an in-process agent (noop, replay, a policy) needs none."""
-    return callable(getattr(agent, "check", None))
-
-
-def agent_needs_network(config: RunConfig) -> bool:
-    from aka_core.host import PluginHost
-
-    try:
-        agent = PluginHost().agent(config.agent.template).factory(dict(config.agent.options))
-    except Exception as exc:  # cannot tell: give it the network rather than break it
-        log.warning("cannot tell whether the agent needs a network; giving it one",
-                    agent=config.agent.template, error=f"{type(exc).__name__}: {exc}")
-        return True
-    return needs_network(agent)
+def agent_needs_network(config: RunConfig, host: PluginHost) -> bool:
+    """A CLI agent must reach its model over the network; an in-process agent (noop, replay, a
+    policy) needs none. Its registration says which (``AgentSpec.needs_network``)."""
+    return host.agent(config.agent.template).needs_network
 
 
 class DockerExecutor:
@@ -108,23 +101,23 @@ class DockerExecutor:
         self.options = options
 
     # ------------------------------------------------------------------ the Executor protocol
-    def execute(self, run_dir: Path, task_ids: list[str], run_task: TaskRunner) -> None:
-        """Run each task in its own container; ``run_task`` (in-process) is not used."""
-        if not task_ids:
+    def execute(self, run: Run) -> None:
+        """Run each task in its own container; ``run.run_task`` (in-process) is not used."""
+        if not run.task_ids:
             return
-        from aka_core.reports import write_reports
-
-        run = RunInfo.read(run_dir)
+        info = RunInfo.of(run)
         client = connect()
         require_image(client, self.options.image)
-        network = self.options.agent_network if agent_needs_network(run.config) else "none"
-        self.preflight(client, run, network)
-        for task_id in task_ids:
-            self.run_task_container(client, run, task_id, network)
-            write_reports(run.run_dir)
+        network = (self.options.agent_network if agent_needs_network(run.config, run.host)
+                   else "none")
+        self.preflight(client, info, network)
+        for task_id in run.task_ids:
+            run.task_started(task_id)
+            self.run_task_container(client, info, task_id, network)
+            run.task_finished(task_id)  # the reports are regenerated, with or without a result
 
     # ------------------------------------------------------------------ aka smoke
-    def smoke(self, target_gpu_model: str | None) -> list[Check]:
+    def smoke(self, target: gpus.GpuModel | None) -> list[Check]:
         """Engine reachable, image present, and the runtime checks made inside a container."""
         def check(name: str, ok: bool, detail: str) -> Check:
             return Check(name=name, ok=ok, detail=detail, where="docker")
@@ -141,19 +134,18 @@ class DockerExecutor:
         except DockerError as exc:
             return [*checks, check("image", False, str(exc))]
         checks.append(check("image", True, f"{self.options.image} ({image.short_id})"))
-        target = gpus.gpu_model(target_gpu_model) if target_gpu_model else None
         device = "cuda" if target is not None and not target.is_cpu else "cpu"
         try:
-            gpu = self.gpu_for(target_gpu_model, device)
+            gpu = self.gpu_for(target, device)
             facts = self.container_facts(client, gpu)
         except DockerError as exc:
             return [*checks, check("container", False, str(exc))]
-        checks += runtime_checks(facts, target_gpu_model, where="docker",
+        checks += runtime_checks(facts, target, where="docker",
                                  gpu_hint=self.gpu_hint(gpu))
         missing, other_version = plugins_missing(facts)
         if missing or other_version:
             checks.append(check("plugins", False, "; ".join(filter(None, [
-                f"aka {facts.get('aka')} in the image, {__version__} here" if other_version
+                f"aka {facts.get('aka')} in the image, {AKA_VERSION} here" if other_version
                 else "", f"missing in the image: {', '.join(missing)}" if missing else ""]))
                 + ": rebuild the image from this checkout (images/build.sh)"))
         else:
@@ -162,13 +154,13 @@ class DockerExecutor:
         return checks
 
     # ------------------------------------------------------------------ pieces
-    def gpu_for(self, target_gpu_model: str | None, device: str) -> GpuPassthrough | None:
+    def gpu_for(self, target: gpus.GpuModel | None, device: str) -> GpuPassthrough | None:
         """The GPUs a container gets: none unless the run evaluates on a GPU."""
         if device != "cuda" or self.options.gpus == "none":
             return None
         vendor = self.options.vendor
         if vendor == "auto":
-            vendor = gpus.gpu_model(target_gpu_model).vendor if target_gpu_model else None
+            vendor = target.vendor if target is not None else None
         if vendor in (None, "auto"):
             vendor = ("nvidia" if os.path.exists("/dev/nvidiactl") else
                       "amd" if os.path.exists("/dev/kfd") else None)
@@ -237,15 +229,15 @@ class DockerExecutor:
                               f"host: {', '.join(missing)}")
         gpu = self.gpu_for(run.config.target_gpu_model, run.device)
         facts = self.container_facts(client, gpu)
-        target = gpus.gpu_model(run.config.target_gpu_model)
+        target = run.config.target_gpu_model
         if run.device == "cuda":
             found = facts.get("gpu")
             if not found:
                 raise DockerError(
                     f"no GPU visible inside a container of {self.options.image!r} (PyTorch "
                     f"{facts.get('torch') or 'missing'}), but this run evaluates on "
-                    f"{target.name}: {self.gpu_hint(gpu)}")
-            mismatch = gpus.gpu_mismatch(found, target)
+                    f"{run.config.target_name}: {self.gpu_hint(gpu)}")
+            mismatch = gpus.gpu_mismatch(found, target) if target is not None else None
             if mismatch:
                 raise DockerError(f"inside the container {mismatch}; change target_gpu_model or "
                                   "executor.options.gpus")
@@ -255,9 +247,9 @@ class DockerExecutor:
         if absent:
             raise DockerError(f"image {self.options.image!r} lacks the {' and '.join(absent)} "
                               "this run uses: rebuild it with that plugin (images/build.sh)")
-        if facts.get("aka") != __version__:
+        if facts.get("aka") != AKA_VERSION:
             log.warning("the image holds another aka version", image_aka=facts.get("aka"),
-                        host_aka=__version__)
+                        host_aka=AKA_VERSION)
         return facts
 
     def task_spec(self, run: RunInfo, task_id: str, network: str,
@@ -290,9 +282,6 @@ class DockerExecutor:
         runs in one container with ``network``; its evaluation then runs in a second one with no
         network and no credentials. A container that fails or is stopped leaves the task without
         a result (a resumed run redoes it); the executor goes on with the next task."""
-        from aka_core.lifecycle import AGENT_PHASE_FILE, task_dir
-        from aka_core.results import task_result_path
-
         if network == "none" and self.options.separate_evaluation != "always":
             self.run_phase(client, run, task_id, network, "all")
             return
@@ -303,9 +292,6 @@ class DockerExecutor:
 
     def run_phase(self, client: Any, run: RunInfo, task_id: str, network: str,
                   phase: str) -> None:
-        from aka_core.lifecycle import task_dir
-        from aka_core.results import task_result_path
-
         spec = self.task_spec(run, task_id, network, phase)
         timeout = self.options.timeout_seconds or (run.config.agent.timeout_seconds
                                                    + EXTRA_SECONDS)
@@ -352,20 +338,16 @@ def make_executor(options: Mapping[str, Any]) -> DockerExecutor:
 def plugins_missing(facts: Mapping[str, Any]) -> tuple[list[str], bool]:
     """Plugins of this host (other than executors) that the image lacks; and whether its aka
     version differs from this one."""
-    from aka_core.host import PluginHost
-
     theirs = facts.get("plugins") or {}
     missing = [f"{r.record.kind} {r.record.name}" for r in PluginHost().registered()
                if r.record.kind != "executor" and r.record.name not in theirs.get(r.record.kind, [])]
-    return sorted(missing), facts.get("aka") != __version__
+    return sorted(missing), facts.get("aka") != AKA_VERSION
 
 
 def gpu_lock_dir() -> Path:
     """The host folder of the evaluation workers' GPU locks, shared with every container (and with
     local runs that set the same AKA_GPU_LOCK_DIR), so only one evaluation times a GPU at once."""
-    folder = Path(os.environ.get("AKA_GPU_LOCK_DIR") or Path(tempfile.gettempdir(), "aka-gpu-locks"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder.resolve()
+    return gpus.gpu_lock_dir().resolve()
 
 
 def describe(outcome: ContainerOutcome, spec: ContainerSpec) -> str:

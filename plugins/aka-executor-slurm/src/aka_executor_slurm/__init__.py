@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aka_core import hookimpl
-from aka_core.records import ExecutorSpec
+from aka_core.plugin import ExecutorSpec, hookimpl
 from aka_executor_slurm.executor import SlurmExecutor
 from aka_executor_slurm.options import CONFIG_SCHEMA, SlurmOptions
 

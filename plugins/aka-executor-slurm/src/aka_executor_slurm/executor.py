@@ -15,19 +15,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 import structlog
 
-from aka_core.errors import AkaError
-from aka_core.lifecycle import now_iso
-from aka_core.records import TaskRunner
-from aka_core.reports import write_reports
-from aka_core.results import task_result_path
-from aka_core.run import read_run_file
-from aka_core.yamlio import write_json_atomic, write_text_atomic
+from aka_core.plugin import (
+    AkaError,
+    Run,
+    now_iso,
+    task_result_path,
+    write_json_atomic,
+    write_text_atomic,
+)
 from aka_executor_slurm.batch import SLURM_DIR, array_script, task_script, task_slug
 from aka_executor_slurm.commands import FINAL_STATES, SlurmCommandError, SlurmCommands
 from aka_executor_slurm.options import SlurmOptions
@@ -87,25 +88,25 @@ class SlurmExecutor:
 
     # ----------------------------------------------------------------- the protocol
 
-    def execute(self, run_dir: Path, task_ids: list[str], run_task: TaskRunner) -> None:
+    def execute(self, run: Run) -> None:
         """Submit a job per task (or one array), wait for all of them, report tasks left
-        without a result. ``run_task`` is not used: the jobs run ``aka run-task`` instead."""
+        without a result. ``run.run_task`` is not used: the jobs run ``aka run-task`` instead."""
+        task_ids = list(run.task_ids)
         if not task_ids:
             return
         missing = self.commands.available()
         if missing:
             raise AkaError(f"the slurm executor needs Slurm's commands; not on PATH: {missing} "
                            "(run aka on a login node of the cluster)")
-        run_dir = run_dir.resolve()
+        run_dir = run.run_dir.resolve()
         if any(c.isspace() or c == "%" for c in str(run_dir)):
             raise AkaError(f"{run_dir}: the slurm executor needs a run directory path without "
                            "spaces or '%' (Slurm reads '%' in log paths as a pattern)")
-        tasks_root = Path(read_run_file(run_dir)["tasks_root"])
         ledger = JobLedger(run_dir)
         pending = self._settle_earlier_jobs(run_dir, ledger, task_ids)
         if not pending:
             return
-        watch = _Watch(self, run_dir, tasks_root, ledger)
+        watch = _Watch(self, run_dir, run.tasks_root, ledger, run.task_finished)
         try:
             if self.options.array:
                 watch.submit_array(pending)
@@ -186,8 +187,10 @@ class _Watch:
     """Submits the jobs of one ``execute`` call and follows them until every one has ended."""
 
     def __init__(self, executor: SlurmExecutor, run_dir: Path, tasks_root: Path,
-                 ledger: JobLedger):
+                 ledger: JobLedger, task_finished: Callable[[str], object]):
         self.options = executor.options
+        self.task_finished = task_finished
+        """Tells the run that a task has its result (the progress and the reports follow)."""
         self.commands = executor.commands
         self.run_dir = run_dir
         self.tasks_root = tasks_root
@@ -307,7 +310,7 @@ class _Watch:
         job.has_result = task_result_path(self.run_dir, job.task_id).is_file()
         if job.has_result:
             log.info("task finished", task=job.task_id, job=job.job_id, job_state=job.state)
-            write_reports(self.run_dir)
+            self.task_finished(job.task_id)
         else:
             log.warning("job ended without a result", task=job.task_id, job=job.job_id,
                         job_state=job.state, slurm_log=str(self.run_dir / job.log))
