@@ -51,7 +51,6 @@ EXPECTED_PLUGIN_ALL = [
     "CaseTimes",
     "Check",
     "CliAgent",
-    "CliAgentOptions",
     "CliCommand",
     "CliRun",
     "ConfigError",
