@@ -42,6 +42,7 @@ from typing import Any, ClassVar, cast, get_args
 import attrs
 import structlog
 
+from aka_core.convert import structure
 from aka_core.gpus import gpu_lock_dir
 from aka_core.interrupt import signals_deferred
 from aka_core.models import AgentExecution, AgentStatus, AgentUsage
@@ -155,26 +156,42 @@ def common_agent_options_schema(extra: Mapping[str, Any] | None = None) -> dict[
         "executable": {"type": "string", "minLength": 1,
                        "description": "The CLI to run (a name on PATH or a path)."},
         "model": {"type": "string", "minLength": 1, "description": "Model name passed to the CLI."},
-        "extra_args": {"type": "array", "items": {"type": "string"},
+        "extra_args": {"type": "array", "items": {"type": "string"}, "default": [],
                        "description": "Arguments appended to the CLI's command line."},
-        "grace_seconds": {"type": "number", "minimum": 0,
+        "grace_seconds": {"type": "number", "minimum": 0, "default": GRACE_SECONDS,
                           "description": "Seconds between SIGTERM and SIGKILL at the time budget."},
         "config_dir": {"type": "string", "minLength": 1,
                        "description": "Use this folder as the CLI's configuration folder (for a "
                                       "login stored on disk) instead of a fresh private one."},
-        "pass_env": {"type": "array", "items": {"type": "string"},
+        "pass_env": {"type": "array", "items": {"type": "string"}, "default": [],
                      "description": "More environment variables to pass through to the CLI."},
-        "confinement": {"enum": ["required", "best_effort", "off"],
+        "confinement": {"enum": ["required", "best_effort", "off"], "default": "best_effort",
                         "description": "Confine the CLI and what it runs in bubblewrap "
                                        "(aka_core.agent_sandbox): required fails the agent step "
                                        "where bwrap is missing; best_effort (default) runs it "
                                        "unconfined there and says so; off never confines."},
         "read_paths": {"type": "array", "items": {"type": "string", "minLength": 1},
+                       "default": [],
                        "description": "More folders a confined CLI may read where they would be "
                                       "hidden (a toolchain in the home folder)."},
     }
     props.update(extra or {})
     return {"type": "object", "additionalProperties": False, "properties": props}
+
+
+@attrs.frozen(kw_only=True)
+class CliAgentOptions:
+    """The options every CLI agent takes, typed (``common_agent_options_schema`` is their schema,
+    with the same defaults); a CLI agent's own options subclass it."""
+
+    executable: str | None = None
+    model: str | None = None
+    extra_args: tuple[str, ...] = ()
+    grace_seconds: float = GRACE_SECONDS
+    config_dir: str | None = None
+    pass_env: tuple[str, ...] = ()
+    confinement: str = "best_effort"
+    read_paths: tuple[str, ...] = ()
 
 
 class CliAgent:
@@ -208,8 +225,13 @@ class CliAgent:
     rate_limit_patterns: ClassVar[tuple[str, ...]] = RATE_LIMIT_PATTERNS
     infra_patterns: ClassVar[tuple[str, ...]] = INFRA_PATTERNS
 
-    def __init__(self, options: Mapping[str, Any] | None = None):
-        self.options = dict(options or {})
+    options_class: ClassVar[type[CliAgentOptions]] = CliAgentOptions
+    """The agent's options (its record's ``options_class``)."""
+
+    def __init__(self, options: CliAgentOptions | Mapping[str, Any] | None = None):
+        # a mapping (a direct caller's, a test's) is typed through the one converter, as a run's is
+        self.options: Any = (options if isinstance(options, CliAgentOptions)
+                             else structure(dict(options or {}), self.options_class))
 
     # ------------------------------------------------------------------ to implement
     def command(self, invocation: AgentInvocation, executable: str) -> CliCommand:
@@ -277,7 +299,7 @@ class CliAgent:
 
     # ------------------------------------------------------------------ shared
     def resolve_executable(self, path_env: str | None = None) -> str | None:
-        wanted = self.options.get("executable", self.executable)
+        wanted = self.options.executable or self.executable
         return shutil.which(wanted, path=path_env if path_env is not None else
                             os.environ.get("PATH"))
 
@@ -289,14 +311,14 @@ class CliAgent:
             from aka_core.lifecycle import AGENT_ENV_KEEP
 
             env = {k: v for k, v in os.environ.items() if k in AGENT_ENV_KEEP}
-        for key in (*self.credential_env, *self.options.get("pass_env", [])):
+        for key in (*self.credential_env, *self.options.pass_env):
             if key in os.environ:
                 env[key] = os.environ[key]
         env["HOME"] = str(private_home)
         env["XDG_CONFIG_HOME"] = str(private_home / ".config")
         env["XDG_CACHE_HOME"] = str(private_home / ".cache")
         if self.config_dir_env:
-            configured = self.options.get("config_dir")
+            configured = self.options.config_dir
             folder = (Path(configured).expanduser().resolve() if configured
                       else private_home / f".{self.name}")
             folder.mkdir(parents=True, exist_ok=True)  # some CLIs refuse a missing config folder
@@ -334,7 +356,7 @@ class CliAgent:
         exe = self.resolve_executable(env.get("PATH"))
         if exe is None:
             return AgentCheck(agent=self.name, installed=False,
-                              detail=f"{self.options.get('executable', self.executable)!r} is not "
+                              detail=f"{self.options.executable or self.executable!r} is not "
                                      "on PATH")
         version = self.version(exe, env)
         keys = [k for k in (self.credential_env if self.api_key_env is None else self.api_key_env)
@@ -380,7 +402,7 @@ class CliAgent:
         exe = self.resolve_executable(env.get("PATH"))
         if exe is None:
             return AgentExecution(agent=self.name, status="not_installed",
-                                  message=f"{self.options.get('executable', self.executable)!r} "
+                                  message=f"{self.options.executable or self.executable!r} "
                                           "is not on PATH: install the CLI or set "
                                           "agent.options.executable")
         try:
@@ -403,7 +425,7 @@ class CliAgent:
             log.warning("agent CLI version", agent=self.name, version=version, warning=warning)
         run = run_cli(cmd, invocation.workspace, env, invocation.logs_dir,
                       timeout=invocation.timeout_seconds,
-                      grace=float(self.options.get("grace_seconds", GRACE_SECONDS)),
+                      grace=float(self.options.grace_seconds),
                       is_final=self.is_final_event, sandboxed=bool(wrapper))
         try:
             usage = self.usage(run.events)
@@ -462,7 +484,7 @@ class CliAgent:
         (``aka_core.agent_sandbox``; empty when not confined), and what was done."""
         from aka_core import agent_sandbox
 
-        policy = self.options.get("confinement", "best_effort")
+        policy = self.options.confinement
         if policy == "off":
             return [], {"confined": False, "reason": "confinement: off"}
         bwrap = agent_sandbox.bwrap_path()
@@ -476,12 +498,12 @@ class CliAgent:
         interpreter = agent_sandbox.script_interpreter(Path(exe), env.get("PATH"))
         if interpreter is not None:
             programs.append(str(interpreter))
-        writable = [self.options["config_dir"]] if self.options.get("config_dir") else []
+        writable = [self.options.config_dir] if self.options.config_dir else []
         lock_dir = gpu_lock_dir(env)
         plan = agent_sandbox.plan(
             workspace=invocation.workspace, private_home=private_home,
             protected=invocation.protected,
-            readable=[*invocation.readable, *self.options.get("read_paths", ())],
+            readable=[*invocation.readable, *self.options.read_paths],
             writable=[*writable, str(lock_dir)], programs=programs,
             search_path=env.get("PATH"))
         env.update(agent_sandbox.environment_for(env, private_home))

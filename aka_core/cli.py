@@ -361,7 +361,7 @@ def cmd_check_agents(args: argparse.Namespace) -> int:
     checks: list[AgentCheck] = []
     for path in args.configs:
         config = load_run_config(Path(path), host)
-        agent = host.agent(config.agent.template).factory(dict(config.agent.options))
+        agent = host.agent(config.agent.template).make(config.agent.options)
         if isinstance(agent, CheckedAgent):
             checks.append(agent.check())
         else:

@@ -87,7 +87,7 @@ def check_agent_factory(config: RunConfig, host: PluginHost, path: Path,
     task. Raises ``ConfigError`` naming ``agent.options`` (its line from ``source``, the parsed
     config, or from the file when not given)."""
     try:
-        host.agent(config.agent.template).factory(to_builtin(config.agent.options))
+        host.agent(config.agent.template).make(to_builtin(config.agent.options))
     except Exception as exc:  # a plugin's own check: shown as a problem of the config
         message = exc.problems[0].message if isinstance(exc, ConfigError) else str(exc)
         raise ConfigError(Problem(

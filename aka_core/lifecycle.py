@@ -309,7 +309,7 @@ def _run_agent_once(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -
     started = time.monotonic()
     structlog.contextvars.bind_contextvars(agent=cfg.template)
     try:
-        agent = ctx.host.agent(cfg.template).factory(dict(cfg.options))
+        agent = ctx.host.agent(cfg.template).make(cfg.options)
         invocation = AgentInvocation(
             task=task, workspace=workspace, logs_dir=logs,
             prompt=build_prompt(task, ctx.config.target_gpu_model),
@@ -530,7 +530,7 @@ def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: 
                                 speedup=gates["speedup"], speedup_ci95=gates["ci95"],
                                 cases=case_times(record) if gates["performance_measured"] else ())
     scorer_cfg = ctx.config.scorer
-    outcome = ctx.host.scorer(scorer_cfg.name).factory(dict(scorer_cfg.options)).score(summary)
+    outcome = ctx.host.scorer(scorer_cfg.name).make(scorer_cfg.options).score(summary)
     return TaskResult(
         status="completed", agent_execution=execution, integrity=integrity_report,
         pass_compilation=gates["pass_compilation"], pass_correctness=gates["pass_correctness"],

@@ -260,7 +260,7 @@ def smoke(host: PluginHost, *, executor: str | None = None, target_gpu_model: st
     if problems:
         return [*checks, Check(name="options", ok=False, where=executor,
                                detail=f"{problems} (give --image for the docker executor)")]
-    instance = spec.factory(options)
+    instance = spec.make(options)
     own = getattr(instance, "smoke", None)
     if own is None:
         return [*checks, Check(name=executor, ok=True, where=executor,

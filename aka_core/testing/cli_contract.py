@@ -72,7 +72,7 @@ NOT_JSON = ("plain text that is not JSON", '{"type": "cut off', "[1, 2, 3]")
 
 def cli_agent(spec: AgentSpec, options: dict[str, Any]) -> CliAgent:
     """The agent ``spec`` builds with ``options``, which must be a ``CliAgent``."""
-    agent = spec.factory(options)
+    agent = spec.make(options)
     assert isinstance(agent, CliAgent), f"{spec.name}'s factory must return a CliAgent"
     return agent
 

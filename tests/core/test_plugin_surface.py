@@ -51,6 +51,7 @@ EXPECTED_PLUGIN_ALL = [
     "CaseTimes",
     "Check",
     "CliAgent",
+    "CliAgentOptions",
     "CliCommand",
     "CliRun",
     "ConfigError",

@@ -8,6 +8,9 @@ from aka_kind_name import aka_register_scorers, make_scorer
 from aka_core.plugin import EvaluationSummary
 from aka_core.testing import ScorerContract  # or AgentContract, BackendContract, ExecutorContract
 
+make = aka_register_scorers()[0].make
+"""The scorer as a run builds it: options typed through the record's options class."""
+
 
 class TestContract(ScorerContract):
     record = aka_register_scorers()[0]
@@ -24,4 +27,4 @@ def test_registered_through_the_host(register_plugin) -> None:
 @pytest.mark.parametrize(("speedup", "score"), [(1.2, 0.0), (2.0, 1.0)])
 def test_threshold(speedup: float, score: float) -> None:
     evaluation = EvaluationSummary(accepted=True, performance_measured=True, speedup=speedup)
-    assert make_scorer({"threshold": 1.5}).score(evaluation).score == score
+    assert make({"threshold": 1.5}).score(evaluation).score == score

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import attrs
 import pytest
-from aka_agent_replay import aka_register_agents, make_agent
+from aka_agent_replay import aka_register_agents
 
 from aka_core.testing import AgentContract
+
+make = aka_register_agents()[0].make
+"""The agent as a run builds it: options typed through the record's options class."""
 
 SOLUTION = "def scale_add(x, y, alpha):\n    return (y * alpha).add_(x)\n"
 
@@ -46,7 +49,7 @@ def test_copies_the_task_folder(tmp_path: Path, make_invocation) -> None:
     invocation = make_invocation("demo/scale_add")
     write_solution(tmp_path / "solutions", "demo/scale_add",
                    {"kernel.py": SOLUTION, "sub/helpers.py": "X = 1\n"})
-    execution = make_agent({"source": str(tmp_path / "solutions")}).run(invocation)
+    execution = make({"source": str(tmp_path / "solutions")}).run(invocation)
     assert execution.status == "completed", execution.message
     assert (invocation.workspace / "kernel.py").read_text() == SOLUTION
     assert (invocation.workspace / "sub" / "helpers.py").read_text() == "X = 1\n"
@@ -59,7 +62,7 @@ def test_relative_source_is_relative_to_the_current_directory(
     invocation = make_invocation()
     write_solution(tmp_path / "solutions", invocation.task.id, {"kernel.py": SOLUTION})
     monkeypatch.chdir(tmp_path)
-    agent = make_agent({"source": "solutions"})
+    agent = make({"source": "solutions"})
     monkeypatch.chdir("/")
     assert agent.run(invocation).status == "completed"
     assert (invocation.workspace / "kernel.py").read_text() == SOLUTION
@@ -68,7 +71,7 @@ def test_relative_source_is_relative_to_the_current_directory(
 def test_missing_folder_fails_with_a_clear_message(tmp_path: Path, make_invocation) -> None:
     invocation = make_invocation()
     (tmp_path / "other_tasks").mkdir()
-    execution = make_agent({"source": str(tmp_path / "other_tasks")}).run(invocation)
+    execution = make({"source": str(tmp_path / "other_tasks")}).run(invocation)
     assert execution.status == "failed"
     assert "no solution folder for task demo/scale_add" in execution.message
 
@@ -77,7 +80,7 @@ def test_missing_keep_completes_without_changes(tmp_path: Path, make_invocation)
     invocation = make_invocation()
     before = (invocation.workspace / "kernel.py").read_text()
     (tmp_path / "other_tasks").mkdir()
-    agent = make_agent({"source": str(tmp_path / "other_tasks"), "missing": "keep"})
+    agent = make({"source": str(tmp_path / "other_tasks"), "missing": "keep"})
     execution = agent.run(invocation)
     assert execution.status == "completed"
     assert "left unchanged" in execution.message
@@ -91,7 +94,7 @@ def test_a_source_that_is_not_a_folder_is_an_error_of_the_options(
     from aka_core.plugin import ConfigError
 
     with pytest.raises(ConfigError, match=r"source .*nowhere.* is not a folder"):
-        make_agent({"source": str(tmp_path / "nowhere"), "missing": missing})
+        make({"source": str(tmp_path / "nowhere"), "missing": missing})
 
 
 def test_refuses_a_task_id_with_dotdot(tmp_path: Path, make_invocation) -> None:
@@ -99,7 +102,7 @@ def test_refuses_a_task_id_with_dotdot(tmp_path: Path, make_invocation) -> None:
     write_solution(tmp_path, "outside", {"kernel.py": "stolen = True\n"})
     (tmp_path / "solutions").mkdir()
     evil = attrs.evolve(invocation, task=attrs.evolve(invocation.task, id="../outside"))
-    execution = make_agent({"source": str(tmp_path / "solutions")}).run(evil)
+    execution = make({"source": str(tmp_path / "solutions")}).run(evil)
     assert execution.status == "failed"
     assert "refusing task id" in execution.message
     assert "stolen" not in (invocation.workspace / "kernel.py").read_text()
@@ -112,7 +115,7 @@ def test_refuses_writing_through_a_workspace_symlink(tmp_path: Path, make_invoca
     os.symlink(outside, invocation.workspace / "link")
     write_solution(tmp_path / "solutions", invocation.task.id,
                    {"kernel.py": SOLUTION, "link/evil.py": "x = 1\n"})
-    execution = make_agent({"source": str(tmp_path / "solutions")}).run(invocation)
+    execution = make({"source": str(tmp_path / "solutions")}).run(invocation)
     assert execution.status == "failed"
     assert "outside the workspace" in execution.message
     assert not (outside / "evil.py").exists()
@@ -125,7 +128,7 @@ def test_skips_symlinks_in_the_source(tmp_path: Path, make_invocation) -> None:
     secret.write_text("secret\n")
     folder = write_solution(tmp_path / "solutions", invocation.task.id, {"kernel.py": SOLUTION})
     os.symlink(secret, folder / "secret.txt")
-    execution = make_agent({"source": str(tmp_path / "solutions")}).run(invocation)
+    execution = make({"source": str(tmp_path / "solutions")}).run(invocation)
     assert execution.status == "completed"
     assert not (invocation.workspace / "secret.txt").exists()
     assert "skipped (not regular files): secret.txt" in execution.message

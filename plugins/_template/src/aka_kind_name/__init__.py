@@ -31,10 +31,18 @@ CONFIG_SCHEMA: dict[str, Any] = {
 
 
 @attrs.frozen(kw_only=True)
+class ExampleOptions:
+    """The ``options`` section, typed: the core validates it against CONFIG_SCHEMA, then
+    structures it into this class; keep the defaults equal to the schema's (a core test checks)."""
+
+    threshold: float = 1.0
+
+
+@attrs.frozen
 class ExampleScorer:
     """1 for an accepted, measured candidate faster than ``threshold``; 0 otherwise."""
 
-    threshold: float = 1.0
+    options: ExampleOptions = attrs.field(factory=ExampleOptions)
 
     def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
         if not evaluation.accepted:
@@ -42,13 +50,13 @@ class ExampleScorer:
         if not evaluation.performance_measured or evaluation.speedup is None:
             return ScoreOutcome(score=0.0, eligible=False,
                                 reason="performance not measured on this device")
-        faster = evaluation.speedup > self.threshold
+        faster = evaluation.speedup > self.options.threshold
         return ScoreOutcome(score=1.0 if faster else 0.0, eligible=True,
-                            reason=f"speedup {evaluation.speedup:.3g}x vs {self.threshold:g}x")
+                            reason=f"speedup {evaluation.speedup:.3g}x vs {self.options.threshold:g}x")
 
 
-def make_scorer(options: dict[str, Any]) -> ExampleScorer:
-    return ExampleScorer(**options)
+def make_scorer(options: ExampleOptions) -> ExampleScorer:
+    return ExampleScorer(options)
 
 
 @hookimpl
@@ -58,4 +66,5 @@ def aka_register_scorers() -> list[ScorerSpec]:
         factory=make_scorer,
         description="<one line shown by `aka plugins`>",
         config_schema=CONFIG_SCHEMA,
+        options_class=ExampleOptions,
     )]

@@ -61,6 +61,7 @@ from aka_core.plugin import (
     AgentSpec,
     AgentUsage,
     CliAgent,
+    CliAgentOptions,
     CliCommand,
     CliRun,
     as_float,
@@ -119,10 +120,21 @@ CONFIG_SCHEMA: dict[str, Any] = common_agent_options_schema({
 })
 
 
+@attrs.frozen(kw_only=True)
+class ClaudeCodeOptions(CliAgentOptions):
+    """``agent.options``: the CLI agents' and claude-code's own (defaults: CONFIG_SCHEMA's)."""
+
+    effort: str | None = None
+    provider: str = "anthropic"
+    max_turns: int | None = None
+    max_budget_usd: float | None = None
+
+
 class ClaudeCodeAgent(CliAgent):
     """``claude -p`` with stream-json output, permission prompts bypassed, cwd = the workspace."""
 
     name: ClassVar[str] = "claude-code"
+    options_class: ClassVar[type[CliAgentOptions]] = ClaudeCodeOptions
     executable: ClassVar[str] = "claude"
     credential_env: ClassVar[tuple[str, ...]] = (
         "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
@@ -139,15 +151,15 @@ class ClaudeCodeAgent(CliAgent):
         opts = self.options
         argv = [executable, "-p", "--output-format", "stream-json", "--verbose",
                 "--permission-mode", "bypassPermissions"]
-        if opts.get("model"):
-            argv += ["--model", opts["model"]]
-        if opts.get("effort"):
-            argv += ["--effort", opts["effort"]]
-        if opts.get("max_turns") is not None:
-            argv += ["--max-turns", str(opts["max_turns"])]
-        if opts.get("max_budget_usd") is not None:
-            argv += ["--max-budget-usd", f"{opts['max_budget_usd']:g}"]
-        argv += list(opts.get("extra_args", []))
+        if opts.model:
+            argv += ["--model", opts.model]
+        if opts.effort:
+            argv += ["--effort", opts.effort]
+        if opts.max_turns is not None:
+            argv += ["--max-turns", str(opts.max_turns)]
+        if opts.max_budget_usd is not None:
+            argv += ["--max-budget-usd", f"{opts.max_budget_usd:g}"]
+        argv += list(opts.extra_args)
         return CliCommand(argv=argv, stdin=invocation.prompt)
 
     def environment(self, invocation: AgentInvocation | None, private_home: Path) -> dict[str, str]:
@@ -212,7 +224,7 @@ class ClaudeCodeAgent(CliAgent):
     def provider_environment(self) -> dict[str, str]:
         """The provider switch and the provider's own variables (only for bedrock and vertex:
         cloud credentials never reach a CLI that talks to the Anthropic API)."""
-        switch, names = PROVIDERS[self.options.get("provider", "anthropic")]
+        switch, names = PROVIDERS[self.options.provider]
         env = {k: os.environ[k] for k in names if k in os.environ}
         if switch:
             env[switch] = "1"
@@ -369,9 +381,10 @@ def _sum_reported(entries: Any, key: str, convert: Callable[[Any], Any]) -> Any:
     return sum(values)
 
 
-def make_agent(options: dict[str, Any]) -> ClaudeCodeAgent:
-    """Build the agent from ``agent.options`` (validated again here, for direct callers)."""
-    errors = sorted(Draft202012Validator(CONFIG_SCHEMA).iter_errors(options), key=str)
+def make_agent(options: ClaudeCodeOptions | Mapping[str, Any]) -> ClaudeCodeAgent:
+    """Build the agent from ``agent.options`` (a direct caller's mapping is validated here)."""
+    errors = [] if isinstance(options, ClaudeCodeOptions) else sorted(
+        Draft202012Validator(CONFIG_SCHEMA).iter_errors(options), key=str)
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "options"
         raise ValueError(f"claude-code agent options: {where}: {errors[0].message}")
@@ -387,6 +400,7 @@ def aka_register_agents() -> list[AgentSpec]:
             description="Claude Code CLI (claude -p, stream-json), permission prompts bypassed "
                         "in the workspace",
             config_schema=CONFIG_SCHEMA,
+            options_class=ClaudeCodeOptions,
             needs_network=True,
         )
     ]

@@ -44,11 +44,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
+
 from aka_core.plugin import (
     AgentInvocation,
     AgentSpec,
     AgentUsage,
     CliAgent,
+    CliAgentOptions,
     CliCommand,
     CliRun,
     as_int,
@@ -95,8 +98,19 @@ QUIET_ARGS = (
 _REROUTED = re.compile(r"^model rerouted: (?P<source>\S+) -> (?P<target>\S+)")
 
 
+@attrs.frozen(kw_only=True)
+class CodexOptions(CliAgentOptions):
+    """``agent.options``: the CLI agents' and codex's own (defaults: CONFIG_SCHEMA's)."""
+
+    reasoning_effort: str | None = None
+    model_provider: str | None = None
+    profile: str | None = None
+
+
 class CodexAgent(CliAgent):
     """``codex exec --json`` with its sandbox and approvals bypassed, rooted in the workspace."""
+
+    options_class: ClassVar[type[CliAgentOptions]] = CodexOptions
 
     name: ClassVar[str] = "codex"
     executable: ClassVar[str] = "codex"
@@ -114,15 +128,15 @@ class CodexAgent(CliAgent):
         argv = [executable, "exec", "--json", "--color", "never", "--skip-git-repo-check",
                 "--dangerously-bypass-approvals-and-sandbox",
                 "--cd", str(invocation.workspace.resolve()), *QUIET_ARGS]
-        if self.options.get("model"):
-            argv += ["--model", self.options["model"]]
-        if self.options.get("profile"):
-            argv += ["--profile", self.options["profile"]]
-        if self.options.get("reasoning_effort"):
-            argv += ["-c", f"model_reasoning_effort={toml_string(self.options['reasoning_effort'])}"]
-        if self.options.get("model_provider"):
-            argv += ["-c", f"model_provider={toml_string(self.options['model_provider'])}"]
-        argv += list(self.options.get("extra_args", []))
+        if self.options.model:
+            argv += ["--model", self.options.model]
+        if self.options.profile:
+            argv += ["--profile", self.options.profile]
+        if self.options.reasoning_effort:
+            argv += ["-c", f"model_reasoning_effort={toml_string(self.options.reasoning_effort)}"]
+        if self.options.model_provider:
+            argv += ["-c", f"model_provider={toml_string(self.options.model_provider)}"]
+        argv += list(self.options.extra_args)
         # "-": read the prompt from stdin (no argv length limit, no quoting issues).
         argv.append("-")
         return CliCommand(argv=argv, stdin=invocation.prompt)
@@ -139,7 +153,7 @@ class CodexAgent(CliAgent):
         return env
 
     def usage(self, events: list[dict[str, Any]]) -> AgentUsage:
-        model = self.options.get("model")
+        model = self.options.model
         last: dict[str, Any] | None = None
         for event in events:
             kind = event.get("type")
@@ -202,7 +216,7 @@ def _rerouted_to(item: Any) -> str | None:
     return match["target"] if match else None
 
 
-def make_agent(options: dict[str, Any]) -> CodexAgent:
+def make_agent(options: CodexOptions | Mapping[str, Any]) -> CodexAgent:
     return CodexAgent(options)
 
 
@@ -214,6 +228,7 @@ def aka_register_agents() -> list[AgentSpec]:
             factory=make_agent,
             description="OpenAI's Codex CLI (codex exec --json) in the task workspace",
             config_schema=CONFIG_SCHEMA,
+            options_class=CodexOptions,
             needs_network=True,
         )
     ]

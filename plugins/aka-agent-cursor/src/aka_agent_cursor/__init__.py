@@ -42,11 +42,14 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import attrs
+
 from aka_core.plugin import (
     AgentInvocation,
     AgentSpec,
     AgentUsage,
     CliAgent,
+    CliAgentOptions,
     CliCommand,
     CliRun,
     as_int,
@@ -96,8 +99,19 @@ STATUS_LOGGED_OUT_MARKERS = ("not logged in", "not authenticated", "authenticati
 """What ``cursor-agent status`` prints when nobody is logged in (it may still exit 0)."""
 
 
+@attrs.frozen(kw_only=True)
+class CursorOptions(CliAgentOptions):
+    """``agent.options``: the CLI agents' and cursor's own (defaults: CONFIG_SCHEMA's)."""
+
+    sandbox: str | None = None
+    prompt_input: str = "stdin"
+    trust_workspace: bool = True
+
+
 class CursorAgent(CliAgent):
     """``cursor-agent`` in print mode, tools approved by ``--force``, in the workspace."""
+
+    options_class: ClassVar[type[CliAgentOptions]] = CursorOptions
 
     name: ClassVar[str] = "cursor"
     executable: ClassVar[str] = "cursor-agent"
@@ -112,15 +126,15 @@ class CursorAgent(CliAgent):
 
     def command(self, invocation: AgentInvocation, executable: str) -> CliCommand:
         argv = [executable, "--print", "--output-format", "stream-json", "--force"]
-        if self.options.get("trust_workspace", True):
+        if self.options.trust_workspace:
             argv.append("--trust")
         argv += ["--workspace", str(invocation.workspace)]
-        if self.options.get("model"):
-            argv += ["--model", self.options["model"]]
-        if self.options.get("sandbox"):
-            argv += ["--sandbox", self.options["sandbox"]]
-        argv += list(self.options.get("extra_args", []))
-        if self.options.get("prompt_input", "stdin") == "stdin":
+        if self.options.model:
+            argv += ["--model", self.options.model]
+        if self.options.sandbox:
+            argv += ["--sandbox", self.options.sandbox]
+        argv += list(self.options.extra_args)
+        if self.options.prompt_input == "stdin":
             return CliCommand(argv=argv, stdin=invocation.prompt, env=dict(QUIET_ENV))
         size = len(invocation.prompt.encode())
         if size > MAX_ARGUMENT_BYTES:
@@ -209,7 +223,7 @@ def prompt_tokens(uncached: int | None, read: int | None, write: int | None) -> 
     return uncached + read + write
 
 
-def make_agent(options: dict[str, Any]) -> CursorAgent:
+def make_agent(options: CursorOptions | Mapping[str, Any]) -> CursorAgent:
     return CursorAgent(options)
 
 
@@ -221,6 +235,7 @@ def aka_register_agents() -> list[AgentSpec]:
             factory=make_agent,
             description="Cursor's CLI (cursor-agent --print, stream-json) in the task workspace",
             config_schema=CONFIG_SCHEMA,
+            options_class=CursorOptions,
             needs_network=True,
         )
     ]

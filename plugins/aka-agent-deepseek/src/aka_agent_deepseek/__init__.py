@@ -46,12 +46,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
+
 from aka_core.plugin import (
     MAX_EVENTS_KEPT,
     AgentInvocation,
     AgentSpec,
     AgentUsage,
     CliAgent,
+    CliAgentOptions,
     CliCommand,
     CliRun,
     as_int,
@@ -100,7 +103,7 @@ CONFIG_SCHEMA: dict[str, Any] = common_agent_options_schema({
                        "entirely.",
     },
     "patches": {
-        "type": "array", "items": {"type": "string", "minLength": 1},
+        "type": "array", "items": {"type": "string", "minLength": 1}, "default": [],
         "description": "More dsh patch overlays (`--patch FILE`), in order; relative paths are "
                        "relative to the current directory.",
     },
@@ -121,8 +124,24 @@ CONFIG_SCHEMA: dict[str, Any] = common_agent_options_schema({
 CONFIG_SCHEMA["dependentRequired"] = {"provider": ["model"], "reasoning_effort": ["model"]}
 
 
+@attrs.frozen(kw_only=True)
+class DeepSeekOptions(CliAgentOptions):
+    """``agent.options``: the CLI agents' and deepseek's own (defaults: CONFIG_SCHEMA's)."""
+
+    provider: str | None = None
+    """None: ``DEFAULT_PROVIDER`` (for ``model``)."""
+    reasoning_effort: str | None = None
+    permission_mode: str = "workspace-write"
+    patches: tuple[str, ...] = ()
+    telemetry: bool = False
+    headless_args: tuple[str, ...] = DEFAULT_HEADLESS_ARGS
+    output_format_args: tuple[str, ...] = DEFAULT_OUTPUT_FORMAT_ARGS
+
+
 class DeepSeekAgent(CliAgent):
     """DeepSeek Harness's ``dsh``, one headless task per invocation."""
+
+    options_class: ClassVar[type[CliAgentOptions]] = DeepSeekOptions
 
     name: ClassVar[str] = "deepseek"
     executable: ClassVar[str] = "dsh"
@@ -141,16 +160,15 @@ class DeepSeekAgent(CliAgent):
 
     def command(self, invocation: AgentInvocation, executable: str) -> CliCommand:
         options = self.options
-        argv = [executable, *options.get("headless_args", DEFAULT_HEADLESS_ARGS)]
-        for patch in options.get("patches", []):
+        argv = [executable, *options.headless_args]
+        for patch in options.patches:
             argv += ["--patch", str(Path(patch).expanduser().resolve())]
         model_patch = self.write_model_patch(invocation.logs_dir)
         if model_patch is not None:  # last, so that it wins over the user's overlays
             argv += ["--patch", str(model_patch)]
-        argv += [*options.get("output_format_args", DEFAULT_OUTPUT_FORMAT_ARGS), STDIN_TASK,
-                 *options.get("extra_args", [])]
-        env = {"DSH_PERMISSION_MODE": options.get("permission_mode", "workspace-write")}
-        if not options.get("telemetry", False):
+        argv += [*options.output_format_args, STDIN_TASK, *options.extra_args]
+        env = {"DSH_PERMISSION_MODE": options.permission_mode}
+        if not options.telemetry:
             env["DSH_TELEMETRY_DISABLED"] = "1"
         return CliCommand(argv=argv, stdin=invocation.prompt, env=env)
 
@@ -207,14 +225,14 @@ class DeepSeekAgent(CliAgent):
     def write_model_patch(self, logs_dir: Path) -> Path | None:
         """A patch overlay that replaces the config of dsh's ``agent-default-model`` row (the model
         fresh sessions start on); None when no ``model`` is set. JSON is valid YAML."""
-        model = self.options.get("model")
+        model = self.options.model
         if not model:
-            if self.options.get("provider") or self.options.get("reasoning_effort"):
+            if self.options.provider or self.options.reasoning_effort:
                 raise ValueError("provider and reasoning_effort need agent.options.model")
             return None
-        config = {"provider": self.options.get("provider", DEFAULT_PROVIDER), "model": model}
-        if self.options.get("reasoning_effort"):
-            config["reasoningEffort"] = self.options["reasoning_effort"]
+        config = {"provider": self.options.provider or DEFAULT_PROVIDER, "model": model}
+        if self.options.reasoning_effort:
+            config["reasoningEffort"] = self.options.reasoning_effort
         path = logs_dir / MODEL_PATCH_FILE
         path.write_text(json.dumps([{"id": "agent-default-model", "config": config}], indent=2)
                         + "\n", encoding="utf-8")
@@ -299,7 +317,7 @@ def steps_were_dropped(events: list[dict[str, Any]], steps: list[dict[str, Any]]
     return False
 
 
-def make_agent(options: dict[str, Any]) -> DeepSeekAgent:
+def make_agent(options: DeepSeekOptions | Mapping[str, Any]) -> DeepSeekAgent:
     return DeepSeekAgent(options)
 
 
@@ -310,5 +328,6 @@ def aka_register_agents() -> list[AgentSpec]:
         factory=make_agent,
         description="DeepSeek Harness (dsh --profile headless --json), task on stdin",
         config_schema=CONFIG_SCHEMA,
+        options_class=DeepSeekOptions,
         needs_network=True,
     )]

@@ -134,14 +134,22 @@ class ReplayAgent:
         return "completed", message
 
 
-def make_agent(options: dict[str, Any]) -> ReplayAgent:
+@attrs.frozen(kw_only=True)
+class ReplayOptions:
+    """``agent.options``; the default is CONFIG_SCHEMA's."""
+
+    source: str
+    missing: Literal["fail", "keep"] = "fail"
+
+
+def make_agent(options: ReplayOptions) -> ReplayAgent:
     """Build the agent from ``agent.options``; a relative ``source`` is resolved against the cwd.
     A ``source`` that is not a folder is an error of the options (``ConfigError``)."""
-    source = Path.cwd() / Path(options["source"]).expanduser()
+    source = Path.cwd() / Path(options.source).expanduser()
     if not source.is_dir():
-        raise ConfigError(f"source {options['source']!r} is not a folder (looked for {source}; "
+        raise ConfigError(f"source {options.source!r} is not a folder (looked for {source}; "
                           "a relative source is taken from the current directory)")
-    return ReplayAgent(source=source, missing=options.get("missing", "fail"))
+    return ReplayAgent(source=source, missing=options.missing)
 
 
 @hookimpl
@@ -152,5 +160,6 @@ def aka_register_agents() -> list[AgentSpec]:
             factory=make_agent,
             description="Copies <source>/<task id>/ into the workspace (stored or external output)",
             config_schema=CONFIG_SCHEMA,
+            options_class=ReplayOptions,
         )
     ]

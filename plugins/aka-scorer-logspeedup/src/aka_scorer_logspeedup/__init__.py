@@ -31,30 +31,38 @@ def _check_cap(_instance: object, _attribute: object, value: float) -> None:
 
 
 @attrs.frozen(kw_only=True)
-class LogSpeedupScorer:
+class LogSpeedupOptions:
+    """``scorer.options``; the default is CONFIG_SCHEMA's."""
+
     cap: float = attrs.field(default=10.0, validator=_check_cap)
 
+
+@attrs.frozen
+class LogSpeedupScorer:
+    options: LogSpeedupOptions = attrs.field(factory=LogSpeedupOptions)
+
     def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
-        refused = scoring.gate(evaluation, cap=self.cap)
+        refused = scoring.gate(evaluation, cap=self.options.cap)
         if refused is not None:
             return refused
         speedup = evaluation.speedup
         if not scoring.positive_number(speedup):
             return scoring.ineligible(f"speedup is not a finite positive number (got {speedup!r})",
-                                      cap=self.cap)
+                                      cap=self.options.cap)
         assert speedup is not None
-        reward = min(1.0, max(0.0, math.log(speedup) / math.log(self.cap)))
+        reward = min(1.0, max(0.0, math.log(speedup) / math.log(self.options.cap)))
         return ScoreOutcome(score=reward, eligible=True,
-                            reason=f"ln({speedup:.4g}) / ln({self.cap:g})",
-                            details={"cap": self.cap, "speedup": speedup})
+                            reason=f"ln({speedup:.4g}) / ln({self.options.cap:g})",
+                            details={"cap": self.options.cap, "speedup": speedup})
 
 
-def make_scorer(options: dict[str, Any]) -> LogSpeedupScorer:
-    return LogSpeedupScorer(**options)
+def make_scorer(options: LogSpeedupOptions) -> LogSpeedupScorer:
+    return LogSpeedupScorer(options)
 
 
 @hookimpl
 def aka_register_scorers() -> list[ScorerSpec]:
     return [ScorerSpec(name="log_speedup", factory=make_scorer, config_schema=CONFIG_SCHEMA,
+                       options_class=LogSpeedupOptions,
                        description="ln(speedup) / ln(cap) in [0, 1] for accepted candidates "
                                    "(cap 10)")]

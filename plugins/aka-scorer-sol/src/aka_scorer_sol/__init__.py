@@ -22,6 +22,11 @@ CONFIG_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False
 
 
 @attrs.frozen(kw_only=True)
+class SpeedOfLightOptions:
+    """``scorer.options``: none yet."""
+
+
+@attrs.frozen(kw_only=True)
 class SpeedOfLightScorer:
     def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
         refused = scoring.gate(evaluation)
@@ -48,12 +53,13 @@ class SpeedOfLightScorer:
                             details={"per_case": fractions})
 
 
-def make_scorer(options: dict[str, Any]) -> SpeedOfLightScorer:
-    return SpeedOfLightScorer(**options)
+def make_scorer(options: SpeedOfLightOptions) -> SpeedOfLightScorer:
+    return SpeedOfLightScorer()
 
 
 @hookimpl
 def aka_register_scorers() -> list[ScorerSpec]:
     return [ScorerSpec(name="speed_of_light", factory=make_scorer, config_schema=CONFIG_SCHEMA,
+                       options_class=SpeedOfLightOptions,
                        description="the share of the gap from the baseline to the speed-of-light "
                                    "bound that the candidate closed, mean over cases")]

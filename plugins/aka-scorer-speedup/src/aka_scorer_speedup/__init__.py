@@ -38,44 +38,51 @@ def _check_k(_instance: object, _attribute: object, value: float) -> None:
 
 
 @attrs.frozen(kw_only=True)
-class SpeedupScorer:
-    """``max(0, 1 - k / s)`` for eligible candidates, 0 (not eligible, with a reason) otherwise."""
+class SpeedupOptions:
+    """``scorer.options``; the defaults are CONFIG_SCHEMA's."""
 
     k: float = attrs.field(default=1.05, validator=_check_k)
     use_ci_lower_bound: bool = attrs.field(
         default=False, validator=attrs.validators.instance_of(bool)
     )
 
+
+@attrs.frozen
+class SpeedupScorer:
+    """``max(0, 1 - k / s)`` for eligible candidates, 0 (not eligible, with a reason) otherwise."""
+
+    options: SpeedupOptions = attrs.field(factory=SpeedupOptions)
+
     def score(self, evaluation: EvaluationSummary) -> ScoreOutcome:
-        refused = scoring.gate(evaluation, k=self.k)
+        refused = scoring.gate(evaluation, k=self.options.k)
         if refused is not None:
             return refused
-        if self.use_ci_lower_bound:
+        if self.options.use_ci_lower_bound:
             if evaluation.speedup_ci95 is None:
                 return scoring.ineligible(
                     "no 95% confidence interval for the speedup (use_ci_lower_bound is set)",
-                    k=self.k,
+                    k=self.options.k,
                 )
             used, speedup = "speedup_ci95_lower", evaluation.speedup_ci95[0]
         else:
             used, speedup = "speedup", evaluation.speedup
         if not scoring.positive_number(speedup):
             return scoring.ineligible(
-                f"{used} is not a finite positive number (got {speedup!r})", k=self.k
+                f"{used} is not a finite positive number (got {speedup!r})", k=self.options.k
             )
-        reward = max(0.0, 1.0 - self.k / speedup)
+        reward = max(0.0, 1.0 - self.options.k / speedup)
         verdict = "earns credit" if reward > 0 else "does not exceed k: no credit"
         return ScoreOutcome(
             score=reward,
             eligible=True,
-            reason=f"{used} {speedup:.4g}x against k={self.k:g}x {verdict}",
-            details={"k": self.k, "scored": used, "speedup": speedup},
+            reason=f"{used} {speedup:.4g}x against k={self.options.k:g}x {verdict}",
+            details={"k": self.options.k, "scored": used, "speedup": speedup},
         )
 
 
-def make_scorer(options: dict[str, Any]) -> SpeedupScorer:
-    """Build the scorer from ``scorer.options`` (already validated against CONFIG_SCHEMA)."""
-    return SpeedupScorer(**options)
+def make_scorer(options: SpeedupOptions) -> SpeedupScorer:
+    """Build the scorer from ``scorer.options`` (validated against CONFIG_SCHEMA, then typed)."""
+    return SpeedupScorer(options)
 
 
 @hookimpl
@@ -86,5 +93,6 @@ def aka_register_scorers() -> list[ScorerSpec]:
             factory=make_scorer,
             description="max(0, 1 - k / speedup) for accepted, measured candidates (k=1.05)",
             config_schema=CONFIG_SCHEMA,
+            options_class=SpeedupOptions,
         )
     ]
