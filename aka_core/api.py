@@ -17,16 +17,16 @@ import attrs
 
 from aka_core.devices import gpu_visible_quick, no_gpu_device_files, probe
 from aka_core.errors import AkaError, UsageError
-from aka_core.evaluation import evaluate
+from aka_core.evaluation.record import EvaluationRecord
 from aka_core.host import PluginHost
 from aka_core.lifecycle import (
+    EvaluationOptions,
     TaskContext,
-    build_request,
     compile_only_architecture,
     cpu_unrunnable,
+    evaluate,
     evaluate_and_score,
     format_judge,
-    judge_record,
     now_iso,
     protected_paths,
 )
@@ -40,7 +40,6 @@ from aka_core.models import (
     TaskResult,
 )
 from aka_core.operator_tasks import load_task
-from aka_core.records import JudgeRequest, TaskJudge
 from aka_core.run import create_run, execute_run, read_run_file
 from aka_core.tails import tail
 from aka_core.workspace import copy_task, overlay_editable, prepare_workspace, preserve_baseline
@@ -167,12 +166,10 @@ def evaluate_candidate(
                                      "family": loaded.family, "backend": loaded.backend})
         tails = {name: tail(logs / f"{name}.log") for name in
                  ("evaluation", "evaluation.baseline", "evaluation.candidate")}
-    evaluation = dict(result.evaluation)
-    evaluation["worker_log"] = None
-    evaluation.pop("logs", None)
-    evaluation["worker_log_tail"] = tails["evaluation"]
-    evaluation["candidate_log_tail"] = tails["evaluation.candidate"]
-    evaluation["baseline_log_tail"] = tails["evaluation.baseline"]
+    evaluation = result.evaluation.without("logs")
+    evaluation = attrs.evolve(evaluation, worker_log=None, worker_log_tail=tails["evaluation"],
+                              candidate_log_tail=tails["evaluation.candidate"],
+                              baseline_log_tail=tails["evaluation.baseline"])
     return attrs.evolve(result, finished_at=now_iso(), evaluation=evaluation)
 
 
@@ -200,38 +197,24 @@ def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
                        device=device)
 
 
-def validate_task_run(task: Task, host: PluginHost, *, device: str = "auto") -> dict[str, Any]:
+def validate_task_run(task: Task, host: PluginHost, *, device: str = "auto") -> EvaluationRecord:
     """Run a task's reference and baseline through the evaluator (baseline against itself)."""
     device = resolve_device(device)
     require_runnable(task, device, host)
-    judge = format_judge(host, task)
-    if judge is not None:
-        return _validate_with_judge(task, judge, device)
-    arch = compile_only_architecture(task, device, host)
-    with tempfile.TemporaryDirectory(prefix="aka-validate-") as tmp:
-        baseline = Path(tmp) / "baseline"
-        copy_task(task, baseline)
-        request = build_request(device, task, None, baseline, held_out=True,
-                                measure_performance=True, seeds=None, time_reference=True,
-                                compile_only=arch, host=host,
-                                protected=protected_paths(task, Path(tmp)))
-        record = evaluate.evaluate(request, log_path=Path(tmp) / "evaluation.log")
-        record["worker_log_tail"] = tail(Path(tmp) / "evaluation.log", 3000)
-        record["baseline_log_tail"] = tail(Path(tmp) / "evaluation.baseline.log", 3000)
-    record["worker_log"] = None
-    record.pop("logs", None)
-    return record
-
-
-def _validate_with_judge(task: Task, judge: TaskJudge, device: str) -> dict[str, Any]:
-    """``validate_task_run`` for a task whose format judges it: the baseline against itself."""
     with tempfile.TemporaryDirectory(prefix="aka-validate-") as tmp:
         baseline, logs = Path(tmp) / "baseline", Path(tmp) / "logs"
-        preserve_baseline(task, baseline)
         logs.mkdir()
-        record = judge_record(judge, JudgeRequest(
-            task=task, workspace=None, baseline=baseline, logs=logs, device=device,
-            protected=protected_paths(task, Path(tmp))))
-        record["worker_log_tail"] = "\n".join(
-            tail(path, 3000) for path in sorted(logs.glob("*.log")))[-3000:]
-    return record
+        options = EvaluationOptions(device=device, time_reference=True,
+                                    protected=protected_paths(task, Path(tmp)),
+                                    log_path=Path(tmp) / "evaluation.log")
+        if format_judge(host, task) is not None:
+            preserve_baseline(task, baseline)
+            record = evaluate(host, task, None, baseline, logs, options)
+            return attrs.evolve(record, worker_log_tail="\n".join(
+                tail(path, 3000) for path in sorted(logs.glob("*.log")))[-3000:])
+        copy_task(task, baseline)
+        options = attrs.evolve(options, compile_only=compile_only_architecture(task, device, host))
+        record = evaluate(host, task, None, baseline, logs, options)
+        record = attrs.evolve(record, worker_log_tail=tail(Path(tmp) / "evaluation.log", 3000),
+                              baseline_log_tail=tail(Path(tmp) / "evaluation.baseline.log", 3000))
+    return attrs.evolve(record.without("logs"), worker_log=None)

@@ -32,11 +32,11 @@ def case_ratios(result: TaskResult) -> list[Any] | None:
     result carries no timing samples."""
     import numpy as np
 
-    perf = (result.evaluation or {}).get("performance") or {}
+    perf = result.evaluation.performance
     cases = []
-    for case in perf.get("cases") or []:
-        samples = case.get("samples_ms") or {}
-        base, cand = samples.get("baseline"), samples.get("candidate")
+    for case in (perf.cases or []) if perf is not None else []:
+        samples = case.samples_ms
+        base, cand = (samples.baseline, samples.candidate) if samples else (None, None)
         if not base or not cand or len(base) != len(cand):
             return None
         b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)

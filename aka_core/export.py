@@ -67,9 +67,8 @@ def candidate_files(run_dir: Path, task_id: str, *, sources: bool) -> tuple[dict
 
 
 def row(record: RunRecord, result: TaskResult, *, sources: bool = False) -> dict[str, Any]:
-    evaluation = result.evaluation or {}
-    performance = evaluation.get("performance") or {}
-    failure = evaluation.get("failure") or {}
+    evaluation = result.evaluation
+    performance, failure = evaluation.performance, evaluation.failure
     agent = result.agent_execution
     usage = agent.usage if agent else None
     digests, texts = candidate_files(record.run_dir, result.task_id, sources=sources)
@@ -89,11 +88,12 @@ def row(record: RunRecord, result: TaskResult, *, sources: bool = False) -> dict
         "accepted": result.candidate_accepted,
         "acceptance_reason": result.acceptance.reason if result.acceptance else None,
         "speedup": finite(result.speedup_ratio),
-        "ci95": [finite(v) for v in performance.get("ci95") or []] or None,
-        "performance_measured": bool(performance.get("measured")),
+        "ci95": [finite(v) for v in (performance.ci95 if performance else None) or []] or None,
+        "performance_measured": performance is not None and performance.measured,
         "score": finite(result.score), "scorer": (result.scorer or {}).get("name"),
-        "failure_kind": failure.get("kind"), "failure_message": failure.get("message"),
-        "device": (evaluation.get("device") or {}).get("name"),
+        "failure_kind": failure.kind if failure else None,
+        "failure_message": failure.message if failure else None,
+        "device": evaluation.device.name if evaluation.device else None,
         "duration_seconds": finite(result.duration_seconds),
         "started_at": result.started_at, "finished_at": result.finished_at,
         "error": result.error, "skip_reason": result.skip_reason,

@@ -14,21 +14,28 @@ SIGTERM) during a task, the task gets no result (``aka run --resume`` redoes it)
 from __future__ import annotations
 
 import contextvars
-import math
 import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
+import cattrs
 import structlog
 
 from aka_core import gpus, integrity, native
 from aka_core.convert import structure, unstructure
-from aka_core.evaluation import evaluate
+from aka_core.evaluation import evaluate as evaluate_judge
+from aka_core.evaluation.record import (
+    EvaluationRecord,
+    EvaluatorIntegrity,
+    Failure,
+    Gates,
+    as_record,
+)
 from aka_core.evaluation.request import EvaluationRequest, SideRef, cases_for
 from aka_core.failures import TIMING_FAILURES, FailureKind
 from aka_core.host import PluginHost
@@ -45,6 +52,7 @@ from aka_core.models import (
     RunConfig,
     Task,
     TaskResult,
+    TimingPolicy,
 )
 from aka_core.operator_tasks import load_task
 from aka_core.prompt import build_prompt
@@ -166,7 +174,7 @@ def _guarded(ctx: TaskContext, task_id: str,
     except Exception as exc:
         log.error("task failed", error=f"{type(exc).__name__}: {exc}")
         result = TaskResult(status="error", error=f"{type(exc).__name__}: {exc}",
-                            evaluation={"traceback": traceback.format_exc()[-4000:]}, **base)
+                            evaluation=EvaluationRecord(traceback=traceback.format_exc()[-4000:]), **base)
     finally:
         structlog.contextvars.unbind_contextvars("task")
     if result is None:
@@ -364,20 +372,17 @@ def compile_only_architecture(task: Task, device: str, host: PluginHost,
     return task.requires.architectures[0] if task.requires.architectures else default
 
 
-def case_times(record: dict[str, Any]) -> tuple[CaseTimes, ...]:
-    """The timed cases of an evaluation record, as scorers see them (malformed ones left out)."""
+def case_times(record: EvaluationRecord | Mapping[str, Any]) -> tuple[CaseTimes, ...]:
+    """The timed cases of an evaluation record (a mapping is structured first), as scorers see
+    them (a case without positive, finite medians left out)."""
+    record = as_record(record)
     out = []
-    for case in ((record.get("performance") or {}).get("cases") or []):
-        if not isinstance(case, dict):
-            continue
-        base, cand, sol = (case.get("baseline_median_ms"), case.get("candidate_median_ms"),
-                           case.get("speed_of_light_ms"))
-        if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in (base, cand)):
-            continue
-        ok_sol = isinstance(sol, int | float) and math.isfinite(sol) and sol > 0
-        out.append(CaseTimes(case=str(case.get("case")), baseline_ms=float(base),
-                             candidate_ms=float(cand),
-                             speed_of_light_ms=float(sol) if ok_sol else None))
+    for case in (record.performance.cases or []) if record.performance is not None else []:
+        times = case.times()
+        if times is not None:
+            base, cand, sol = times
+            out.append(CaseTimes(case=case.case, baseline_ms=base, candidate_ms=cand,
+                                 speed_of_light_ms=sol))
     return tuple(out)
 
 
@@ -450,92 +455,153 @@ def worker_env(host: PluginHost, backend: str, device: str,
     return env
 
 
+QUICK_TIMING = TimingPolicy(method="auto", min_pairs=10, max_pairs=40, target_ci_percent=1.0,
+                            max_seconds_per_case=2.0)
+"""The operator judge's timing of an advisory evaluation (``aka selfcheck``)."""
+
+
+@attrs.frozen(kw_only=True)
+class EvaluationOptions:
+    """What one evaluation is asked for (``evaluate``): the same for a run's final evaluation,
+    ``aka eval``, ``aka validate --run`` and ``aka selfcheck``."""
+
+    device: str
+    held_out: bool = True
+    held_out_seed: int | None = None
+    measure_performance: bool = True
+    seeds: int | None = None
+    """Seeds per case (None: the task's own)."""
+    confinement: str = "required"
+    protected: tuple[str, ...] = ()
+    """Folders no runner may read (``protected_paths``); empty: the task's own."""
+    compile_only: str | None = None
+    """The architecture of a compile-only evaluation (``compile_only_architecture``)."""
+    time_reference: bool = False
+    quick: bool = False
+    """Advisory (``aka selfcheck``): the judge times less."""
+    by_task_commands: bool = False
+    """A task with its own commands (``harness``) is judged by them (a run's evaluation)."""
+    log_path: Path | None = None
+    """The operator judge's log (None: a temporary file)."""
+
+
+def evaluate(host: PluginHost, task: Task, workspace: Path | None, baseline: Path, logs: Path,
+             options: EvaluationOptions) -> EvaluationRecord:
+    """Evaluate the candidate in ``workspace`` (None: the baseline against itself) with the
+    judge ``task`` has: its format's own, else the operator judge (in a process of its own),
+    else (``by_task_commands``) the task's commands. The judge's record is structured here,
+    once; a record that is not one is the evaluator's fault (``infra_error``)."""
+    judge = format_judge(host, task)
+    if judge is not None:
+        log.info("evaluating with the task format's judge", format=task.format,
+                 device=options.device)
+        data = judge_record(judge, JudgeRequest(
+            task=task, workspace=workspace, baseline=baseline, logs=logs, device=options.device,
+            measure_performance=options.measure_performance, held_out=options.held_out,
+            held_out_seed=options.held_out_seed, protected=options.protected,
+            confinement=options.confinement, quick=options.quick))
+    elif task.harness is None or not options.by_task_commands:
+        request = build_request(options.device, task, workspace, baseline,
+                                held_out=options.held_out,
+                                measure_performance=options.measure_performance,
+                                seeds=options.seeds, time_reference=options.time_reference,
+                                compile_only=options.compile_only,
+                                confinement=options.confinement, host=host,
+                                protected=options.protected, held_out_seed=options.held_out_seed)
+        if options.quick:
+            request = attrs.evolve(request, timing=QUICK_TIMING)
+        log.info("evaluating", device=options.device, cases=[c.name for c in request.cases],
+                 compile_only=options.compile_only)
+        data = evaluate_judge.evaluate(request, log_path=options.log_path)
+    else:
+        from aka_core import harness
+
+        assert workspace is not None
+        log.info("evaluating with the task's own commands (harness-trusted)",
+                 device=options.device)
+        data = harness.evaluate(task, workspace, baseline, logs, device=options.device,
+                                measure_performance=options.measure_performance,
+                                protected=options.protected, confinement=options.confinement)
+    try:
+        return as_record(data)
+    except (cattrs.BaseValidationError, TypeError, ValueError) as exc:
+        details = ("; ".join(cattrs.transform_error(exc, path="record"))
+                   if isinstance(exc, cattrs.BaseValidationError) else str(exc))
+        log.error("the judge's record is malformed", error=details)
+        return EvaluationRecord(failure=Failure(
+            kind=FailureKind.INFRA_ERROR, phase="judge", retryable=False,
+            message=f"the judge returned a malformed record: {details}"[:4000]))
+
+
 def evaluate_and_score(ctx: TaskContext, task: Task, workspace: Path, baseline: Path, logs: Path,
                        execution: AgentExecution | None, integrity_report: IntegrityReport,
                        base: dict[str, Any]) -> TaskResult:
     ev = ctx.config.evaluation
     protected = protected_paths(task, ctx.tasks_root, ctx.run_dir, *ctx.protected_extra)
-    request = None
-    judge = format_judge(ctx.host, task)
-    if judge is not None:
-        log.info("evaluating with the task format's judge", format=task.format, device=ctx.device)
-    elif task.harness is None:
-        arch = compile_only_architecture(task, ctx.device, ctx.host, ctx.config.target_gpu_model)
-        request = build_request(ctx.device, task, workspace, baseline, held_out=ev.held_out,
-                                measure_performance=ev.measure_performance,
-                                seeds=ev.seeds_per_case, compile_only=arch,
-                                confinement=ev.confinement, host=ctx.host, protected=protected,
-                                held_out_seed=ev.held_out_seed)
-        log.info("evaluating", device=ctx.device, cases=[c.name for c in request.cases],
-                 compile_only=arch)
-    else:
-        log.info("evaluating with the task's own commands (harness-trusted)", device=ctx.device)
+    judged_by_format = format_judge(ctx.host, task) is not None
+    arch = (compile_only_architecture(task, ctx.device, ctx.host, ctx.config.target_gpu_model)
+            if not judged_by_format and task.harness is None else None)
     tampered = evaluator_tampering(ctx)
     if tampered:
         return TaskResult(status="infra_error", error=tampered, agent_execution=execution,
-                          integrity=integrity_report, evaluation={"failure": {
-                              "kind": FailureKind.INFRA_ERROR, "message": tampered, "retryable": False}},
+                          integrity=integrity_report, evaluation=EvaluationRecord(
+                              failure=Failure(kind=FailureKind.INFRA_ERROR, message=tampered,
+                                              retryable=False)),
                           **base)
     copy_before = digests(baseline)
-    if judge is not None:
-        record = judge_record(judge, JudgeRequest(
-            task=task, workspace=workspace, baseline=baseline, logs=logs, device=ctx.device,
-            measure_performance=ev.measure_performance, held_out=ev.held_out,
-            held_out_seed=ev.held_out_seed, protected=protected, confinement=ev.confinement))
-    elif request is not None:
-        record = evaluate.evaluate(request, log_path=logs / "evaluation.log")
-    else:
-        from aka_core import harness
-
-        record = harness.evaluate(task, workspace, baseline, logs, device=ctx.device,
-                                  measure_performance=ev.measure_performance,
-                                  protected=protected, confinement=ev.confinement)
+    record = evaluate(ctx.host, task, workspace, baseline, logs, EvaluationOptions(
+        device=ctx.device, held_out=ev.held_out, held_out_seed=ev.held_out_seed,
+        measure_performance=ev.measure_performance, seeds=ev.seeds_per_case,
+        confinement=ev.confinement, protected=protected, compile_only=arch,
+        by_task_commands=True, log_path=logs / "evaluation.log"))
     tampered = evaluator_tampering(ctx)
     if tampered:  # something changed the evaluator while this evaluation ran
-        record["failure"] = {"kind": FailureKind.INFRA_ERROR, "message": tampered, "retryable": False}
+        record = attrs.evolve(record, failure=Failure(
+            kind=FailureKind.INFRA_ERROR, message=tampered, retryable=False))
     copy_changed = changed_since(copy_before, baseline)
     if copy_changed and not tampered:
         # The judge read its reference and inputs from this copy: a result is not to be trusted
         # when it changed or went away meanwhile (nothing the candidate can write: its sandbox
         # keeps it out), and an evaluation again is the remedy.
-        record["failure"] = {
-            "kind": FailureKind.INFRA_ERROR, "retryable": True,
-            "message": f"the run's preserved copy of the task ({baseline}) changed while it was "
-                       f"evaluated ({len(copy_changed)} file(s): {', '.join(copy_changed[:5])}); "
-                       "something outside aka wrote there: not judged, run the task again"}
+        record = attrs.evolve(record, failure=Failure(
+            kind=FailureKind.INFRA_ERROR, retryable=True,
+            message=f"the run's preserved copy of the task ({baseline}) changed while it was "
+                    f"evaluated ({len(copy_changed)} file(s): {', '.join(copy_changed[:5])}); "
+                    "something outside aka wrote there: not judged, run the task again"))
         integrity_report = attrs.evolve(integrity_report, outside_changes=(
             *integrity_report.outside_changes,
             *(f"baseline/{rel} (preserved copy, during the evaluation)" for rel in copy_changed)))
-    record["evaluator_integrity"] = {"files": len(ctx.evaluator.files),
-                                     "digest": ctx.evaluator.digest, "unchanged": not tampered}
-    gates = evaluate.outcome(record)
-    if gates["infra_error"]:
+    record = attrs.evolve(record, evaluator_integrity=EvaluatorIntegrity(
+        files=len(ctx.evaluator.files), digest=ctx.evaluator.digest, unchanged=not tampered))
+    gates = evaluate_judge.outcome(record)
+    failure_message = record.failure.message if record.failure is not None else ""
+    if gates.infra_error:
         return TaskResult(status="infra_error", error=f"the evaluator failed (retryable): "
-                          f"{record['failure']['message']}", agent_execution=execution,
+                          f"{failure_message}", agent_execution=execution,
                           integrity=integrity_report, evaluation=record, **base)
-    if gates["task_error"]:
+    if gates.task_error:
         return TaskResult(status="error", error=f"the task itself failed: "
-                          f"{record['failure']['message']}", agent_execution=execution,
+                          f"{failure_message}", agent_execution=execution,
                           integrity=integrity_report, evaluation=record, **base)
-    if gates["compile_only"]:
+    if gates.compile_only:
         return TaskResult(status="compile_only", agent_execution=execution,
                           integrity=integrity_report,
-                          pass_compilation=gates["pass_compilation"], pass_correctness=None,
+                          pass_compilation=gates.pass_compilation, pass_correctness=None,
                           candidate_accepted=False,
                           acceptance=decide_acceptance(record, gates, integrity_report),
                           evaluation=record, **base)
     acceptance = decide_acceptance(record, gates, integrity_report)
     summary = EvaluationSummary(accepted=acceptance.accepted,
-                                performance_measured=gates["performance_measured"],
-                                speedup=gates["speedup"], speedup_ci95=gates["ci95"],
-                                cases=case_times(record) if gates["performance_measured"] else ())
+                                performance_measured=gates.performance_measured,
+                                speedup=gates.speedup, speedup_ci95=gates.ci95,
+                                cases=case_times(record) if gates.performance_measured else ())
     scorer_cfg = ctx.config.scorer
     outcome = ctx.host.scorer(scorer_cfg.name).make(scorer_cfg.options).score(summary)
     return TaskResult(
         status="completed", agent_execution=execution, integrity=integrity_report,
-        pass_compilation=gates["pass_compilation"], pass_correctness=gates["pass_correctness"],
+        pass_compilation=gates.pass_compilation, pass_correctness=gates.pass_correctness,
         candidate_accepted=acceptance.accepted, acceptance=acceptance,
-        speedup_ratio=gates["speedup"], score=outcome.score if acceptance.accepted else 0.0,
+        speedup_ratio=gates.speedup, score=outcome.score if acceptance.accepted else 0.0,
         scorer={"name": scorer_cfg.name, "options": dict(scorer_cfg.options),
                 "eligible": outcome.eligible, "reason": outcome.reason, **outcome.details},
         evaluation=record, **base,
@@ -586,15 +652,15 @@ def evaluator_tampering(ctx: TaskContext) -> str | None:
     return None
 
 
-def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],
+def decide_acceptance(record: EvaluationRecord, gates: Gates,
                       integrity: IntegrityReport) -> Acceptance:
-    failure = record.get("failure") or {}
-    compile_only = record.get("compile_only") if gates.get("compile_only") else None
+    failure = record.failure
+    compile_only = record.compile_only if gates.compile_only else None
     checks = [
-        Gate(name="compiles", passed=gates["pass_compilation"] is True,
-             detail="" if gates["pass_compilation"] else _failure_text(failure)),
-        Gate(name="correct", passed=gates["pass_correctness"] is True,
-             detail="not checked: compile-only" if compile_only and gates["pass_compilation"]
+        Gate(name="compiles", passed=gates.pass_compilation is True,
+             detail="" if gates.pass_compilation else _failure_text(failure)),
+        Gate(name="correct", passed=gates.pass_correctness is True,
+             detail="not checked: compile-only" if compile_only and gates.pass_compilation
              else _correctness_detail(record, failure)),
         Gate(name="protected_files_unchanged", passed=integrity.ok,
              detail="" if integrity.ok else
@@ -605,51 +671,45 @@ def decide_acceptance(record: dict[str, Any], gates: dict[str, Any],
              "task files changed outside the workspace while the agent ran (evaluated with an "
              "intact copy): " + ", ".join(integrity.outside_changes)),
     ]
-    kind = failure.get("kind")
+    kind = record.failure_kind
     if kind in (FailureKind.POLICY, FailureKind.PRECISION):
         checks.append(Gate(name="rules", passed=False, detail=_failure_text(failure)))
-    elif record.get("rules", {}).get("torch_compute") == "forbidden" or record.get(
-            "rules", {}).get("compute_precision"):
+    elif record.enforced_rules():
         checks.append(Gate(name="rules", passed=True, detail="the task's rules were enforced"))
-    if kind in TIMING_FAILURES or (
+    if failure is not None and (kind in TIMING_FAILURES or (
             kind in (FailureKind.TIMEOUT, FailureKind.CRASHED, FailureKind.PROTOCOL)
-            and failure.get("phase") == "timing"):
-        checks.append(Gate(name="timing_sound", passed=False, detail=failure.get("message", "")))
-    elif record.get("wall_clock_check"):
+            and failure.phase == "timing")):
+        checks.append(Gate(name="timing_sound", passed=False, detail=failure.message))
+    elif record.wall_clock_check:
         checks.append(Gate(name="timing_sound", passed=True,
                            detail="timed by the judge's clock; audits, interference and "
                                   "speed-of-light checks passed"))
-    confinement = record.get("confinement") or {}
-    if confinement and not compile_only:
-        confined = bool(confinement.get("confined"))
+    confinement = record.confinement
+    if confinement is not None and not compile_only:
+        confined = confinement.confined
         checks.append(Gate(
-            name="confined", passed=confined or confinement.get("policy") != "required",
+            name="confined", passed=confined or confinement.policy != "required",
             detail="candidate and baseline ran confined (file system allowlist, no network)"
             if confined else f"the runners were not fully confined (policy "
-                             f"{confinement.get('policy')}): see evaluation.confinement"))
-    if record.get("trust") == "harness":  # passes, and says what it means
+                             f"{confinement.policy}): see evaluation.confinement"))
+    if record.trust == "harness":  # passes, and says what it means
         checks.append(Gate(name="judged_by_the_task", passed=True,
-                           detail=str(record.get("trust_note", "harness-trusted"))))
+                           detail=record.trust_note or "harness-trusted"))
     if compile_only:  # nothing ran: never accepted, whatever else passed
-        checks.append(Gate(name="ran", passed=False, detail=compile_only["note"]))
+        checks.append(Gate(name="ran", passed=False, detail=compile_only.note))
     failed = [g for g in checks if not g.passed]
     reason = "all gates passed" if not failed else "; ".join(
         f"{g.name}: {g.detail}" if g.detail else g.name for g in failed)
     return Acceptance(accepted=not failed, reason=reason, gates=tuple(checks))
 
 
-def _failure_text(failure: dict[str, Any]) -> str:
-    if not failure:
-        return ""
-    where = ""
-    if failure.get("file"):
-        where = f" ({failure['file']}" + (f":{failure['line']}" if failure.get("line") else "") + ")"
-    return f"{failure.get('message', '')}{where}"
+def _failure_text(failure: Failure | None) -> str:
+    return failure.text() if failure is not None else ""
 
 
-def _correctness_detail(record: dict[str, Any], failure: dict[str, Any]) -> str:
-    checks = record.get("correctness", {}).get("checks", [])
-    if record.get("correctness", {}).get("passed"):
-        held = sum(1 for c in checks if c.get("held_out"))
+def _correctness_detail(record: EvaluationRecord, failure: Failure | None) -> str:
+    if record.correctness is not None and record.correctness.passed:
+        checks = record.correctness.checks
+        held = sum(1 for c in checks if c.held_out)
         return f"{len(checks)} checks passed ({held} on held-out cases)"
     return _failure_text(failure)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
+from aka_core.evaluation.record import EvaluationRecord, as_record
 from aka_core.gpus import GpuModel, target_model
 
 # --------------------------------------------------------------------------- run config
@@ -432,6 +433,7 @@ class TaskResult:
     speedup_ratio: float | None = None
     score: float = 0.0
     scorer: dict[str, Any] = attrs.Factory(dict)
-    evaluation: dict[str, Any] = attrs.Factory(dict)
-    """The evaluator's full record: device, phases, compile, correctness, performance (raw samples)."""
+    evaluation: EvaluationRecord = attrs.field(factory=EvaluationRecord, converter=as_record)
+    """The evaluator's full record: device, phases, compile, correctness, performance (raw
+    samples), failure (``aka_core.evaluation.record``; a mapping given here is structured)."""
     schema_version: int = 1

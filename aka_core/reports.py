@@ -2,7 +2,8 @@
 
 Reports are a pure function of the results (no clocks, no absolute paths): regenerating them gives
 identical files, and deleting them loses nothing. A task result is the record of truth; a report
-only reads fields of it, tolerating any part of ``evaluation`` being absent.
+only reads fields of it, tolerating any part of ``evaluation`` being absent (the record is typed:
+``aka_core.evaluation.record``).
 
 Aggregates are null-aware: a total over a field some agent could not report (tokens, cost) is
 ``null`` only when no task reported it, and always says how many tasks did.
@@ -75,16 +76,11 @@ def _int_or_none(value: Any) -> int | None:
     return value
 
 
-def performance_record(result: TaskResult) -> Mapping[str, Any]:
-    """``evaluation.performance`` of a result, or an empty mapping when absent or malformed."""
-    perf = result.evaluation.get("performance") if isinstance(result.evaluation, dict) else None
-    return perf if isinstance(perf, Mapping) else {}
-
-
 def speedup_ci95(result: TaskResult) -> tuple[float, float] | None:
     """The 95% confidence interval of the speedup, when the evaluator recorded a sound one."""
-    ci = performance_record(result).get("ci95")
-    if not isinstance(ci, list | tuple) or len(ci) != 2:
+    perf = result.evaluation.performance
+    ci = perf.ci95 if perf is not None else None
+    if not ci or len(ci) != 2:
         return None
     low, high = finite(ci[0]), finite(ci[1])
     if low is None or high is None or low > high:
@@ -93,22 +89,20 @@ def speedup_ci95(result: TaskResult) -> tuple[float, float] | None:
 
 
 def timing_method(result: TaskResult) -> str | None:
-    method = performance_record(result).get("method")
-    return method if isinstance(method, str) and method else None
+    """The judge's timing methods (``cuda_graph``, ``eager``, ...), comma-separated."""
+    perf = result.evaluation.performance
+    return ", ".join(perf.method) if perf is not None and perf.method else None
 
 
 def device_label(result: TaskResult) -> str | None:
     """``name (architecture)`` of the evaluation device, or its kind; ``None`` if unrecorded."""
-    device = result.evaluation.get("device") if isinstance(result.evaluation, dict) else None
-    if not isinstance(device, Mapping):
+    device = result.evaluation.device
+    if device is None:
         return None
-    name = device.get("name") if isinstance(device.get("name"), str) else None
-    arch = device.get("architecture") if isinstance(device.get("architecture"), str) else None
-    kind = device.get("kind") if isinstance(device.get("kind"), str) else None
-    label = name or kind
-    if label and arch and arch != label:
-        label = f"{label} ({arch})"
-    return label or arch
+    label = device.name or device.kind
+    if label and device.architecture and device.architecture != label:
+        label = f"{label} ({device.architecture})"
+    return label or device.architecture
 
 
 def _reason(result: TaskResult) -> str | None:
@@ -119,10 +113,8 @@ def _reason(result: TaskResult) -> str | None:
         return result.error
     if not result.candidate_accepted and result.acceptance is not None and result.acceptance.reason:
         return result.acceptance.reason
-    not_measured = performance_record(result).get("reason_not_measured")
-    if isinstance(not_measured, str) and not_measured:
-        return not_measured
-    return None
+    perf = result.evaluation.performance
+    return (perf.reason_not_measured or None) if perf is not None else None
 
 
 def task_row(result: TaskResult) -> dict[str, Any]:

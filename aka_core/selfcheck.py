@@ -15,15 +15,12 @@ from typing import Any
 import attrs
 
 from aka_core.errors import AkaError
-from aka_core.evaluation import evaluate
+from aka_core.evaluation.evaluate import outcome
+from aka_core.evaluation.record import EvaluationRecord
 from aka_core.host import PluginHost
-from aka_core.lifecycle import build_request
-from aka_core.models import TimingPolicy
+from aka_core.lifecycle import QUICK_TIMING  # noqa: F401 (re-exported: it was defined here)
 from aka_core.operator_tasks import load_task
 from aka_core.records import TaskFormatSpec
-
-QUICK_TIMING = TimingPolicy(method="auto", min_pairs=10, max_pairs=40, target_ci_percent=1.0,
-                            max_seconds_per_case=2.0)
 
 
 def find_baseline(workspace: Path, marker: str = "task.yaml") -> Path:
@@ -61,25 +58,20 @@ def selfcheck(workspace: Path, host: PluginHost, *, device: str = "auto",
     baseline = find_baseline(workspace, *([judged.marker_file] if judged is not None else []))
     device = resolve_device(device)
     require_runnable(task, device)
-    if judged is not None and judged.judge is not None:
-        from aka_core.lifecycle import judge_record
-        from aka_core.records import JudgeRequest
+    from aka_core.lifecycle import EvaluationOptions, evaluate
 
-        log = selfcheck_log(workspace)
+    options = EvaluationOptions(device=device, held_out=False, measure_performance=timing,
+                                seeds=2, confinement="best_effort", quick=True,
+                                log_path=selfcheck_log(workspace))
+    if judged is not None and judged.judge is not None:
+        log = options.log_path
         logs = log.parent if log is not None else Path(tempfile.mkdtemp(prefix="aka-selfcheck-"))
-        record = judge_record(judged.judge(), JudgeRequest(
-            task=task, workspace=workspace, baseline=baseline, logs=logs, device=device,
-            measure_performance=timing, held_out=False, confinement="best_effort", quick=True))
-        gates = evaluate.outcome(record)
-        return {"task": task.id, "device": device, "advisory": True, **gates,
-                "evaluation": record}
-    request = build_request(device, task, workspace, baseline, held_out=False,
-                            measure_performance=timing, seeds=2, host=host,
-                            confinement="best_effort")
-    request = attrs.evolve(request, timing=QUICK_TIMING)
-    record = evaluate.evaluate(request, log_path=selfcheck_log(workspace))
-    gates = evaluate.outcome(record)
-    return {"task": task.id, "device": device, "advisory": True, **gates, "evaluation": record}
+    else:
+        logs = workspace.parent / "logs"  # not written: the operator judge logs to log_path
+    record = evaluate(host, task, workspace, baseline, logs, options)
+    gates = outcome(record)
+    return {"task": task.id, "device": device, "advisory": True, **attrs.asdict(gates),
+            "evaluation": record}
 
 
 def judged_format(workspace: Path, host: PluginHost) -> TaskFormatSpec | None:
@@ -93,22 +85,23 @@ def judged_format(workspace: Path, host: PluginHost) -> TaskFormatSpec | None:
 
 
 def render(result: dict[str, Any]) -> str:
-    ev = result["evaluation"]
-    failure = ev.get("failure") or {}
+    ev: EvaluationRecord = result["evaluation"]
+    failure = ev.failure
     lines = [f"selfcheck of {result['task']} on {result['device']} (advisory: the final "
              "evaluation is independent and also runs held-out cases)",
              f"  builds:   {result['pass_compilation']}",
              f"  correct:  {result['pass_correctness']}  (visible cases only)"]
-    if failure:
-        where = f" at {failure['file']}:{failure.get('line')}" if failure.get("file") else ""
-        lines.append(f"  problem:  {failure.get('message')}{where}")
-    perf = ev.get("performance") or {}
-    if result["performance_measured"]:
-        lo, hi = perf["ci95"]
-        lines.append(f"  speedup:  {perf['speedup']:.3f} (95% CI {lo:.3f}..{hi:.3f}, quick timing)")
-        for case in perf.get("cases", []):
-            lines.append(f"    {case['case']}: {case['baseline_median_ms']:.4f} ms -> "
-                         f"{case['candidate_median_ms']:.4f} ms")
+    if failure is not None:
+        where = f" at {failure.file}:{failure.line}" if failure.file else ""
+        lines.append(f"  problem:  {failure.message}{where}")
+    perf = ev.performance
+    if result["performance_measured"] and perf is not None and perf.ci95 and perf.speedup:
+        lo, hi = perf.ci95
+        lines.append(f"  speedup:  {perf.speedup:.3f} (95% CI {lo:.3f}..{hi:.3f}, quick timing)")
+        for case in perf.cases or []:
+            lines.append(f"    {case.case}: {case.baseline_median_ms:.4f} ms -> "
+                         f"{case.candidate_median_ms:.4f} ms")
     else:
-        lines.append(f"  speedup:  not measured ({perf.get('reason_not_measured', 'see problem')})")
+        reason = perf.reason_not_measured if perf is not None else None
+        lines.append(f"  speedup:  not measured ({reason or 'see problem'})")
     return "\n".join(lines)

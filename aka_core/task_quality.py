@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from aka_core.errors import AkaError
+from aka_core.evaluation.record import EvaluationRecord
 from aka_core.failures import FailureKind
 from aka_core.host import PluginHost
 from aka_core.models import TASK_FILE, Task
@@ -126,7 +127,7 @@ def _unfinished(task: Task) -> list[Check]:
 # --------------------------------------------------------------------------- with --run
 
 
-def run_checks(task: Task, host: PluginHost, device: str, record: Mapping[str, Any], *,
+def run_checks(task: Task, host: PluginHost, device: str, record: EvaluationRecord, *,
                trivial: bool = True) -> list[Check]:
     """Hang guard, tolerance calibration and (unless ``trivial`` is false) trivial candidates,
     after a good baseline run."""
@@ -146,8 +147,8 @@ def run_checks(task: Task, host: PluginHost, device: str, record: Mapping[str, A
     return out
 
 
-def _hang_guard(task: Task, record: Mapping[str, Any]) -> Check:
-    phases = record.get("phases_wall") or {}
+def _hang_guard(task: Task, record: EvaluationRecord) -> Check:
+    phases = record.phases_wall or {}
     close = []
     for phase, field in _PHASE_LIMITS.items():
         limit = getattr(task.timeouts, field)
@@ -215,9 +216,8 @@ def _judge_trivial(name: str, kind: str, task: Task, host: PluginHost, device: s
                 break
     except AkaError as exc:
         return check(name, "WARN", f"{what} could not be evaluated: {exc}")
-    record = result.evaluation or {}
-    failure = record.get("failure") or {}
-    kind_of_failure = failure.get("kind")
+    record = result.evaluation
+    kind_of_failure = record.failure_kind
     reason = (result.acceptance.reason if result.acceptance else result.error) or ""
     if result.status != "completed":
         return check(name, "WARN", f"{what} was not judged ({result.status}): {reason}")
@@ -240,13 +240,12 @@ def _judge_trivial(name: str, kind: str, task: Task, host: PluginHost, device: s
                  f"{_short(reason)}")
 
 
-def _matched_reference(record: Mapping[str, Any], failure_kind: str | None) -> bool:
+def _matched_reference(record: EvaluationRecord, failure_kind: str | None) -> bool:
     """Whether the outputs passed the tolerance comparison (a later rule may still reject)."""
-    correctness = record.get("correctness") or {}
-    if correctness.get("passed") or failure_kind == FailureKind.PRECISION:
+    if record.correctness_passed() or failure_kind == FailureKind.PRECISION:
         return True
-    checks = correctness.get("checks") or []
-    return failure_kind == FailureKind.POLICY and bool(checks) and all(c.get("passed") for c in checks)
+    checks = record.correctness.checks if record.correctness is not None else []
+    return failure_kind == FailureKind.POLICY and bool(checks) and all(c.passed for c in checks)
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -11,10 +11,13 @@ and unfinished-draft checks.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+from aka_core.convert import unstructure
 from aka_core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, AkaError
+from aka_core.evaluation.record import EvaluationRecord
 from aka_core.host import PluginHost
 from aka_core.models import Task
 from aka_core.yamlio import write_json_atomic, write_yaml_atomic
@@ -104,28 +107,32 @@ def _run_checks(task: Task, host: PluginHost, device: str, report: dict[str, Any
 
     device = resolve_device(device)
     record = validate_task_run(task, host, device=device)
-    report["evaluation"] = {k: v for k, v in record.items() if k not in ("worker_log_tail",)}
+    report["evaluation"] = unstructure(record.without("worker_log_tail"))
     gates = outcome(record)
-    failure = record.get("failure")
+    failure = record.failure
     out = []
-    if failure:
-        out.append({"name": "run", "status": "FAIL", "detail": failure.get("message"),
-                    "traceback": failure.get("traceback"),
-                    "log_tail": record.get("worker_log_tail", "")[-1500:]})
+    if failure is not None:
+        out.append({"name": "run", "status": "FAIL", "detail": failure.message,
+                    "traceback": failure.traceback,
+                    "log_tail": (record.worker_log_tail or "")[-1500:]})
         return out
-    if gates["compile_only"]:
+    if gates.compile_only and record.compile_only is not None:
         out.append({"name": "baseline_builds", "status": "PASS",
-                    "detail": record["compile_only"]["note"]})
+                    "detail": record.compile_only.note})
         return out
-    n = len(record.get("correctness", {}).get("checks", []))
-    out.append({"name": "baseline_matches_reference", "status": "PASS" if gates["pass_correctness"]
-                else "FAIL", "detail": f"{n} checks on {record.get('device', {}).get('name')}"})
+    n = len(record.correctness.checks) if record.correctness is not None else 0
+    out.append({"name": "baseline_matches_reference", "status": "PASS" if gates.pass_correctness
+                else "FAIL", "detail": f"{n} checks on {_device_name(record)}"})
     out.extend(_timing_checks(record))
-    if gates["pass_correctness"]:
+    if gates.pass_correctness:
         from aka_core.task_quality import run_checks
 
         out.extend(run_checks(task, host, device, record, trivial=trivial))
     return out
+
+
+def _device_name(record: EvaluationRecord) -> str | None:
+    return record.device.name if record.device is not None else None
 
 
 def _judged_run_checks(task: Task, host: PluginHost, device: str,
@@ -135,48 +142,52 @@ def _judged_run_checks(task: Task, host: PluginHost, device: str,
     from aka_core.evaluation.evaluate import outcome
 
     record = validate_task_run(task, host, device=resolve_device(device))
-    report["evaluation"] = {k: v for k, v in record.items() if k not in ("worker_log_tail",)}
-    failure = record.get("failure")
-    if failure:
-        return [{"name": "run", "status": "FAIL", "detail": failure.get("message"),
-                 "traceback": failure.get("traceback"),
-                 "log_tail": record.get("worker_log_tail", "")[-1500:]}]
+    report["evaluation"] = unstructure(record.without("worker_log_tail"))
+    failure = record.failure
+    if failure is not None:
+        return [{"name": "run", "status": "FAIL", "detail": failure.message,
+                 "traceback": failure.traceback,
+                 "log_tail": (record.worker_log_tail or "")[-1500:]}]
     gates = outcome(record)
     out = [{"name": "baseline_matches_reference",
-            "status": "PASS" if gates["pass_correctness"] else "FAIL",
-            "detail": f"on {record.get('device', {}).get('name')}"}]
-    perf = record.get("performance") or {}
-    if not perf.get("measured"):
+            "status": "PASS" if gates.pass_correctness else "FAIL",
+            "detail": f"on {_device_name(record)}"}]
+    perf = record.performance
+    if perf is None or not perf.measured:
         out.append({"name": "timing", "status": "PASS",
-                    "detail": perf.get("reason_not_measured", "not measured")})
+                    "detail": (perf.reason_not_measured if perf is not None else None)
+                    or "not measured"})
         return out
-    s, (lo, hi) = perf["speedup"], perf["ci95"]
-    out.append({"name": "baseline_against_itself", "status": "PASS" if abs(s - 1) < 0.02
-                else "WARN", "detail": f"A/A speedup {s:.4f} (95% CI {lo:.4f}..{hi:.4f})"})
+    s, (lo, hi) = perf.speedup, perf.ci95 or (math.nan, math.nan)
+    out.append({"name": "baseline_against_itself", "status": "PASS" if s is not None
+                and abs(s - 1) < 0.02 else "WARN",
+                "detail": f"A/A speedup {s:.4f} (95% CI {lo:.4f}..{hi:.4f})"})
     return out
 
 
-def _timing_checks(record: dict[str, Any]) -> list[dict[str, Any]]:
+def _timing_checks(record: EvaluationRecord) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    perf = record.get("performance") or {}
-    if not perf.get("measured"):
+    perf = record.performance
+    if perf is None or not perf.measured:
         out.append({"name": "timing", "status": "PASS",
-                    "detail": perf.get("reason_not_measured", "not measured")})
+                    "detail": (perf.reason_not_measured if perf is not None else None)
+                    or "not measured"})
         return out
     lo, hi = REFERENCE_MS_RANGE
-    for case in perf.get("cases", []):
-        ref_ms = case.get("reference_ms")
-        entry = {"name": f"reference_time[{case['case']}]", "reference_ms": ref_ms,
-                 "baseline_ms": case.get("baseline_median_ms")}
+    for case in perf.cases or []:
+        ref_ms = case.reference_ms
+        entry: dict[str, Any] = {"name": f"reference_time[{case.case}]", "reference_ms": ref_ms,
+                                 "baseline_ms": case.baseline_median_ms}
         ok = ref_ms is not None and lo <= ref_ms <= hi
         entry["status"] = "PASS" if ok else "WARN"
-        entry["detail"] = (f"reference {ref_ms:.4f} ms, baseline {case.get('baseline_median_ms'):.4f}"
+        entry["detail"] = (f"reference {ref_ms:.4f} ms, baseline {case.baseline_median_ms:.4f}"
                            f" ms" + ("" if ok else f" (outside {lo}-{hi} ms)"))
         out.append(entry)
-    s = perf.get("speedup")
+    s = perf.speedup
     aa_ok = s is not None and abs(s - 1) < 0.02
+    ci = perf.ci95 or [math.nan, math.nan]
     out.append({"name": "baseline_against_itself", "status": "PASS" if aa_ok else "WARN",
-                "detail": f"A/A speedup {s:.4f} (95% CI {perf['ci95'][0]:.4f}..{perf['ci95'][1]:.4f})"})
+                "detail": f"A/A speedup {s:.4f} (95% CI {ci[0]:.4f}..{ci[1]:.4f})"})
     return out
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from aka_core.evaluation.record import EvaluationRecord, Gates
 from aka_core.evaluation.request import EvaluationRequest
 from aka_core.failures import (  # noqa: F401 (re-exported: they were defined here)
     CANDIDATE_FAILURES,
@@ -296,43 +297,44 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def outcome(record: dict[str, Any]) -> dict[str, Any]:
+def outcome(record: EvaluationRecord) -> Gates:
     """The gates of an evaluation record: compiled? correct? performance measured? speedup?"""
-    failure = record.get("failure")
-    kind = failure.get("kind") if failure else None
-    phase = failure.get("phase") if failure else None
+    failure = record.failure
+    kind = failure.kind if failure is not None else None
+    phase = failure.phase if failure is not None else None
     compiled: bool | None = True
-    correct: bool | None = bool(record.get("correctness", {}).get("passed"))
+    correct: bool | None = record.correctness_passed()
     stopped = kind in (FailureKind.TIMEOUT, FailureKind.CRASHED, FailureKind.PROTOCOL)
     # Built, then crashed or hung in its first call (the warm-up that ends the compile phase):
     # a runtime failure, not a build failure.
-    first_call = bool(failure and failure.get("stage") == "first_call")
+    first_call = failure is not None and failure.stage == "first_call"
     if kind == FailureKind.COMPILE or (stopped and phase == "compile" and not first_call):
         compiled, correct = False, None
     elif kind in (FailureKind.TASK_ERROR, FailureKind.INFRA_ERROR) or (
         stopped and phase in ("startup", "gpu_wait")
     ):
         compiled, correct = None, None  # the candidate was never judged
-    elif kind == FailureKind.POLICY and not record.get("correctness"):
+    elif kind == FailureKind.POLICY and record.correctness is None:
         correct = None  # rejected before it ran
     elif kind in (FailureKind.COMPILE_OK_RUNTIME_ERROR, FailureKind.CORRECTNESS,
                   FailureKind.PRECISION) or (
         stopped and (phase == "correctness" or first_call)
     ):
         correct = False
-    compile_only = bool(record.get("compile_only"))
+    compile_only = record.compile_only is not None
     if compile_only and failure is None:
         correct = None  # built for the target, never run
-    perf = record.get("performance") or {}
-    measured = bool(perf.get("measured")) and failure is None
-    return {
-        "compile_only": compile_only,
-        "pass_compilation": compiled,
-        "pass_correctness": correct,
-        "performance_measured": measured,
-        "speedup": perf.get("speedup") if measured else None,
-        "ci95": tuple(perf["ci95"]) if measured and perf.get("ci95") else None,
-        "failure_kind": kind,
-        "task_error": kind == FailureKind.TASK_ERROR,
-        "infra_error": kind == FailureKind.INFRA_ERROR,
-    }
+    perf = record.performance
+    measured = perf is not None and perf.measured and failure is None
+    ci95 = perf.ci95 if measured and perf is not None else None
+    return Gates(
+        compile_only=compile_only,
+        pass_compilation=compiled,
+        pass_correctness=correct,
+        performance_measured=measured,
+        speedup=perf.speedup if measured and perf is not None else None,
+        ci95=(ci95[0], ci95[1]) if ci95 else None,
+        failure_kind=kind,
+        task_error=kind == FailureKind.TASK_ERROR,
+        infra_error=kind == FailureKind.INFRA_ERROR,
+    )

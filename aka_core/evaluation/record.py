@@ -132,6 +132,8 @@ class PerformanceCase(OpenRecord):
     baseline_median_ms: float | None = None
     candidate_median_ms: float | None = None
     speed_of_light_ms: float | None = None
+    reference_ms: float | None = None
+    """The task's reference timed alone (``aka validate --run``)."""
     samples_ms: Samples | None = None
 
     def times(self) -> tuple[float, float, float | None] | None:

@@ -80,7 +80,7 @@ def test_selfcheck_in_a_workspace_sees_visible_cases_only(
 
     result = selfcheck(workspace, PluginHost(), device="cpu")
     assert result["pass_correctness"] is True and result["advisory"] is True
-    assert not any(c["held_out"] for c in result["evaluation"]["correctness"]["checks"])
+    assert not any(c.held_out for c in result["evaluation"].correctness.checks)
 
     (workspace / "kernel.py").write_text(WRONG, encoding="utf-8")
     assert main(["selfcheck", str(workspace), "--device", "cpu"]) == 1

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from aka_core.config import load_run_config
+from aka_core.convert import unstructure
 from aka_core.results import load_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ def test_quickstart_runs_end_to_end_on_cpu(tmp_path: Path) -> None:
     selected = list(load_run_config(QUICKSTART).tasks)
     assert list(run.task_ids) == selected and sorted(run.results) == sorted(selected)
     for task_id, result in run.results.items():
-        failure = result.evaluation.get("failure") or {}
+        failure = unstructure(result.evaluation).get("failure") or {}
         assert result.status == "completed", (task_id, result.error, failure.get("traceback"))
         assert result.agent_execution is not None
         assert result.agent_execution.status == "completed", result.agent_execution.message
@@ -40,7 +41,7 @@ def test_quickstart_runs_end_to_end_on_cpu(tmp_path: Path) -> None:
             task_id, failure.get("message"))
         assert result.candidate_accepted is True, result.acceptance
         assert result.speedup_ratio is None and result.score == 0.0
-        perf = result.evaluation["performance"]
+        perf = unstructure(result.evaluation)["performance"]
         assert perf["measured"] is False
         assert "Triton's interpreter" in perf["reason_not_measured"]
     assert (run_dir / "reports" / "report.txt").is_file()

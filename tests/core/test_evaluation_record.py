@@ -19,6 +19,7 @@ from aka_core.evaluation.record import (
     as_record,
 )
 from aka_core.failures import FailureKind
+from aka_core.results import read_task_result, write_task_result
 
 STORED = sorted((Path(__file__).parent / "stored_results").glob("*.yaml"))
 
@@ -88,3 +89,12 @@ def test_case_times_leave_out_what_is_not_a_positive_time() -> None:
     assert PerformanceCase(
         case="a", baseline_median_ms=1.0, candidate_median_ms=2.0, speed_of_light_ms=-1.0
     ).times() == (1.0, 2.0, None)
+
+
+@pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])
+def test_a_stored_task_result_loads_typed_and_is_written_back_byte_for_byte(
+    path: Path, tmp_path: Path
+) -> None:
+    result = read_task_result(path)
+    assert isinstance(result.evaluation, EvaluationRecord)
+    assert write_task_result(tmp_path, result).read_bytes() == path.read_bytes()

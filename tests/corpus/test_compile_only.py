@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from aka_core import api
+from aka_core.convert import unstructure
 from aka_core.host import PluginHost
 from aka_core.operator_tasks import load_task
 from aka_core.validate import validate_task
@@ -91,7 +92,9 @@ def test_stored_solution_builds_compile_only(task_id: str, host: PluginHost) -> 
     assert result.pass_compilation is True, result.acceptance
     assert result.pass_correctness is None and not result.candidate_accepted
     assert result.score == 0.0 and result.speedup_ratio is None
-    record = result.evaluation["compile_only"]
+    compiled = result.evaluation.compile_only
+    assert compiled is not None
+    record = unstructure(compiled)
     baseline_is_torch = task.family.startswith("torch2")
     assert record["built"] == (["candidate"] if baseline_is_torch else ["baseline", "candidate"])
     if baseline_is_torch:

@@ -45,7 +45,7 @@ def test_a_cpu_run_over_a_cuda_task_is_compile_only(tmp_path: Path) -> None:
     assert cuda.status == "compile_only", cuda.error or cuda.acceptance
     assert cuda.pass_compilation is True and cuda.pass_correctness is None
     assert not cuda.candidate_accepted and cuda.score == 0.0 and cuda.speedup_ratio is None
-    assert cuda.evaluation["compile_only"]["architecture"] == "sm_90"
+    assert cuda.evaluation.compile_only.architecture == "sm_90"
     ran = next(g for g in cuda.acceptance.gates if g.name == "ran")
     assert not ran.passed and "not run" in ran.detail
     assert cuda.agent_execution is not None and cuda.agent_execution.status == "completed"

@@ -75,7 +75,7 @@ def test_stored_solution_is_accepted_on_cpu(task_id: str, host: PluginHost) -> N
     assert result.pass_compilation and result.pass_correctness, result.acceptance
     assert result.candidate_accepted
     assert result.speedup_ratio is None and result.score == 0.0  # never a CPU timing
-    assert "not measured" in result.evaluation["performance"]["reason_not_measured"]
+    assert "not measured" in result.evaluation.performance.reason_not_measured
 
 
 @pytest.mark.slow

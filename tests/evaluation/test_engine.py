@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from aka_core.evaluation import evaluate
+from aka_core.evaluation.record import as_record
 from aka_core.evaluation.request import EvaluationRequest, SideRef
 from aka_core.models import Case, Timeouts, Tolerance
 
@@ -74,14 +75,14 @@ def evaluate_source(make_task: Callable[..., Path], tmp_path: Path) -> EvaluateS
         request = make_request(task_dir, candidate, seeds=seeds, timeouts=timeouts,
                                confinement=confinement)
         record = evaluate.evaluate(request, log_path=tmp_path / f"candidate{count}.log")
-        record["gates"] = evaluate.outcome(record)
+        record["gates"] = evaluate.outcome(as_record(record))
         return record
 
     return run
 
 
 def gates(record: dict[str, Any]) -> tuple[Any, Any]:
-    return record["gates"]["pass_compilation"], record["gates"]["pass_correctness"]
+    return record["gates"].pass_compilation, record["gates"].pass_correctness
 
 
 def process_gone(pid: int, within: float = 5.0) -> bool:
@@ -112,7 +113,7 @@ def test_correct_candidate_passes_every_seed(evaluate_source: EvaluateSource) ->
         (CASE, 0, True), (CASE, 1, True), (CASE, 2, True)]
     perf = record["performance"]
     assert perf["measured"] is False and "no GPU" in perf["reason_not_measured"]
-    assert record["gates"]["performance_measured"] is False and record["gates"]["speedup"] is None
+    assert record["gates"].performance_measured is False and record["gates"].speedup is None
 
 
 WRONG = {
@@ -471,8 +472,8 @@ def test_a_judge_started_ahead_uses_its_confined_runners_and_they_read_only_thei
     evaluate.offer(evaluate.prestart_judge(profile, log_path=tmp_path / "warm.log"))
     record = evaluate.evaluate(request, log_path=tmp_path / "eval.log")
     assert record.get("warm") == {"used": True}, record.get("warm")
-    gates = evaluate.outcome(record)
-    assert gates["pass_correctness"] is True, record.get("failure")
+    gates = evaluate.outcome(as_record(record))
+    assert gates.pass_correctness is True, record.get("failure")
     assert record["confinement"]["confined"] is True
     assert (tmp_path / "eval.log").exists()
 
@@ -485,7 +486,7 @@ def test_a_judge_started_for_another_profile_starts_fresh_runners(
     evaluate.offer(evaluate.prestart_judge(warm.WarmProfile(device="cuda", protected=())))
     record = evaluate.evaluate(request, log_path=tmp_path / "eval.log")
     assert record["warm"]["used"] is False and "device cpu" in record["warm"]["reason"]
-    assert evaluate.outcome(record)["pass_correctness"] is True, record.get("failure")
+    assert evaluate.outcome(as_record(record)).pass_correctness is True, record.get("failure")
 
 
 def test_a_judge_offered_for_another_environment_is_not_used(
@@ -498,4 +499,4 @@ def test_a_judge_offered_for_another_environment_is_not_used(
     record = evaluate.evaluate(request, log_path=tmp_path / "eval.log")
     assert "warm" not in record  # a fresh judge: not started ahead
     assert offered.proc.poll() is not None  # and the offered one was stopped
-    assert evaluate.outcome(record)["pass_correctness"] is True
+    assert evaluate.outcome(as_record(record)).pass_correctness is True

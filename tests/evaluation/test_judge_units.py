@@ -13,6 +13,7 @@ import torch
 from aka_core import cost, sandbox
 from aka_core.evaluation import checking, evaluate, protocol, timing
 from aka_core.evaluation.judge import JudgeFailure, draw_held_out, slot_layout
+from aka_core.evaluation.record import as_record
 from aka_core.models import HeldOutDraws
 
 # --------------------------------------------------------------------------- tensors from a runner
@@ -152,20 +153,19 @@ def test_interference_fails_the_candidate_only_when_it_is_large() -> None:
 ])
 def test_outcome_of_each_failure_kind(kind: str, compiled: object, correct: object) -> None:
     record = {"failure": {"kind": kind, "phase": "timing"}, "correctness": {"passed": True}}
-    gates = evaluate.outcome(record)
-    assert (gates["pass_compilation"], gates["pass_correctness"]) == (compiled, correct)
-    assert gates["performance_measured"] is False and gates["speedup"] is None
-    assert gates["infra_error"] == (kind == "infra_error")
+    gates = evaluate.outcome(as_record(record))
+    assert (gates.pass_compilation, gates.pass_correctness) == (compiled, correct)
+    assert gates.performance_measured is False and gates.speedup is None
+    assert gates.infra_error == (kind == "infra_error")
 
 
 @pytest.mark.parametrize("kind", ["crashed", "timeout"])
 def test_a_crash_while_building_fails_the_build_and_in_the_first_call_the_run(kind: str) -> None:
     building = {"failure": {"kind": kind, "phase": "compile"}}
     first_call = {"failure": {"kind": kind, "phase": "compile", "stage": "first_call"}}
-    assert (evaluate.outcome(building)["pass_compilation"],
-            evaluate.outcome(building)["pass_correctness"]) == (False, None)
-    assert (evaluate.outcome(first_call)["pass_compilation"],
-            evaluate.outcome(first_call)["pass_correctness"]) == (True, False)
+    built, called = evaluate.outcome(as_record(building)), evaluate.outcome(as_record(first_call))
+    assert (built.pass_compilation, built.pass_correctness) == (False, None)
+    assert (called.pass_compilation, called.pass_correctness) == (True, False)
 
 
 def test_rounding_mismatch_separates_float32_from_float16_arithmetic() -> None:

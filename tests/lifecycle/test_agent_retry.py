@@ -16,6 +16,7 @@ import pytest
 from aka_core import api
 from aka_core.config import load_run_config
 from aka_core.errors import ConfigError
+from aka_core.evaluation.record import EvaluationRecord
 from aka_core.host import PluginHost
 from aka_core.models import AgentConfig, AgentRetry
 from aka_core.testing import FakeCli, Script
@@ -68,7 +69,8 @@ def test_rate_limited_every_time_ends_as_infra_error_unjudged(
     assert execution is not None
     assert (result.status, execution.status, execution.attempts) == (
         "infra_error", "rate_limited", 3)
-    assert (result.score, result.candidate_accepted, result.evaluation) == (0.0, False, {})
+    assert (result.score, result.candidate_accepted, result.evaluation) == (
+        0.0, False, EvaluationRecord())
     assert result.pass_compilation is None and result.acceptance is None, "never judged"
     assert "rate-limited" in (result.error or "") and "API status 429" in (result.error or "")
     assert result.duration_seconds is not None and result.duration_seconds >= 0.2 + 0.4

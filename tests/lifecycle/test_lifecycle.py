@@ -227,8 +227,8 @@ def test_correct_candidate_result_keeps_each_question_in_its_own_field(shared: S
     assert {g.name: g.passed for g in result.acceptance.gates} == {
         "compiles": True, "correct": True, "protected_files_unchanged": True,
         "evaluator_files_untouched": True, "confined": True}
-    assert result.evaluation["confinement"]["candidate"]["filesystem"] == "allowlist"
-    assert result.evaluation["evaluator_integrity"]["unchanged"] is True
+    assert result.evaluation.confinement.extra["candidate"]["filesystem"] == "allowlist"
+    assert result.evaluation.evaluator_integrity.unchanged is True
     assert result.integrity is not None and result.integrity.changed_files == ("kernel.py",)
 
 
@@ -237,7 +237,7 @@ def test_cpu_run_measures_no_speedup_and_scores_zero_saying_why(shared: SharedRu
 
     assert result.speedup_ratio is None
     assert result.score == 0.0
-    assert "not measured" in result.evaluation["performance"]["reason_not_measured"]
+    assert "not measured" in result.evaluation.performance.reason_not_measured
     assert result.scorer["eligible"] is False
     assert "not measured" in result.scorer["reason"]
 
@@ -274,7 +274,7 @@ def test_crashing_candidate_fails_its_task_only(shared: SharedRun) -> None:
     result = shared.result_file("crash")
 
     assert result.status == "completed"
-    assert result.evaluation["failure"]["kind"] == "crashed"
+    assert result.evaluation.failure.kind == "crashed"
     assert (result.pass_compilation, result.pass_correctness) == (True, False)
     assert result.candidate_accepted is False
 
@@ -324,18 +324,18 @@ def test_baseline_raising_when_called_is_a_task_error(
 def test_a_preserved_copy_deleted_during_the_evaluation_is_not_judged(
     make_task: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aka_core import lifecycle
+    from aka_core.evaluation import evaluate as judge_process
     from aka_core.workspace import remove_tree
 
     make_task("demo/copy_deleted")
-    real = lifecycle.evaluate.evaluate
+    real = judge_process.evaluate
 
     def evaluate_then_delete(request: Any, **kwargs: Any) -> dict[str, Any]:
         record = real(request, **kwargs)
         remove_tree(Path(request.reference.root))  # something outside aka, while it ran
         return record
 
-    monkeypatch.setattr(lifecycle.evaluate, "evaluate", evaluate_then_delete)
+    monkeypatch.setattr(judge_process, "evaluate", evaluate_then_delete)
     config = write_config(tmp_path / "run.yaml", agent={"template": "noop"})
 
     (result,) = api.run(config, output_root=tmp_path / "out", host=scripted_host()).results

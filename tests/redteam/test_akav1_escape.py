@@ -80,9 +80,9 @@ def test_the_candidates_code_run_by_the_tasks_commands_stays_in_its_workspace(
                                                                       writes=writes)))
     try:
         result = api.evaluate_candidate(task, candidate.parent, device="cpu")
-        assert result.pass_correctness is True, result.evaluation.get("failure")
-        assert result.evaluation["trust"] == "harness"
-        assert result.evaluation["confinement"]["confined"] is True
+        assert result.pass_correctness is True, result.evaluation.failure
+        assert result.evaluation.trust == "harness"
+        assert result.evaluation.confinement.confined is True
         assert not outside.exists() and not home_plant.exists()
         assert (task / "src" / "kernel.py").read_text().startswith("def scale")
     finally:

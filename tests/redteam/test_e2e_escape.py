@@ -26,6 +26,7 @@ from aka_backend_e2e.judge import E2EJudge
 from aka_backend_e2e.variants import write_tiny_variant
 
 from aka_core import api
+from aka_core.convert import unstructure
 from aka_core.host import PluginHost
 from aka_core.models import TaskResult
 from aka_core.operator_tasks import load_task
@@ -83,7 +84,7 @@ def evaluate(task_dir: Path, candidate: Path) -> TaskResult:
 
 
 def assert_rejected(result: TaskResult, kind: str, phase: str | None = None) -> dict[str, Any]:
-    failure = result.evaluation.get("failure") or {}
+    failure = unstructure(result.evaluation).get("failure") or {}
     assert result.status == "completed" and not result.candidate_accepted, (
         result.status, result.error, failure)
     assert result.score == 0
@@ -364,10 +365,10 @@ def test_the_engine_reaches_nothing_of_the_judge_the_baseline_or_other_tasks(
     code = PROBES.format(tasks=str(SOURCE / "workload.yaml"),
                          task_copy=str(task_dir / "workload.yaml"))
     result = evaluate(task_dir, cheat(tmp_path, code))
-    confinement = result.evaluation.get("confinement") or {}
+    confinement = unstructure(result.evaluation).get("confinement") or {}
     if not confinement.get("confined"):
         pytest.skip(f"this host cannot confine the engines: {confinement}")
-    failure = result.evaluation.get("failure") or {}
+    failure = unstructure(result.evaluation).get("failure") or {}
     assert "LEAK" not in failure.get("message", ""), failure["message"]
     assert result.candidate_accepted and result.score == 0, failure
 
@@ -393,8 +394,7 @@ def test_a_process_left_behind_does_not_outlive_its_engine(task_dir: Path,
     # (Lines forged on fd 1 are harmless: the run is sound and the candidate accepted, unpaid.)
     suffix = f"left-behind-{os.getpid()}-{time.monotonic_ns()}"
     result = evaluate(task_dir, cheat(tmp_path, DAEMON.format(suffix=suffix)))
-    assert result.status == "completed" and result.candidate_accepted, result.evaluation.get(
-        "failure")
+    assert result.status == "completed" and result.candidate_accepted, result.evaluation.failure
     assert result.score == 0, "a CPU result is never paid"
     deadline = time.monotonic() + 5
     while (left := with_marker(f"aka-e2e-{suffix}")) and time.monotonic() < deadline:

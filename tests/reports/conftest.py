@@ -45,7 +45,7 @@ def make_result(
         evaluation = {"device": DEVICE}
         if speedup is not None:
             evaluation["performance"] = {
-                "measured": True, "reason_not_measured": None, "method": "events",
+                "measured": True, "reason_not_measured": None, "method": ["events"],
                 "speedup": speedup, "ci95": list(ci) if ci else None,
                 "cases": [{"case": "small", "held_out": False, "baseline_median_ms": 1.0,
                            "candidate_median_ms": 1.0 / speedup, "speedup": speedup,

@@ -19,7 +19,7 @@ from aka_backend_e2e import workload as wl
 from aka_backend_e2e.judge import E2EJudge
 from aka_backend_e2e.variants import write_tiny_variant
 
-from aka_core.plugin import JudgeRequest, PluginHost, dump_yaml, load_plain_yaml
+from aka_core.plugin import JudgeRequest, PluginHost, dump_yaml, load_plain_yaml, unstructure
 from aka_core.testing import api, load_task, preserve_baseline
 
 REPO = Path(__file__).resolve().parents[3]
@@ -74,7 +74,7 @@ def evaluate(task_dir: Path, cand: Path, **kwargs):
 
 def test_the_baseline_as_candidate_is_accepted_and_timed_on_the_cpu(task_dir: Path) -> None:
     result = evaluate(task_dir, task_dir)
-    ev = result.evaluation
+    ev = unstructure(result.evaluation)
     assert result.status == "completed", (result.error, ev.get("failure"))
     assert (result.pass_compilation, result.pass_correctness) == (True, True)
     assert result.candidate_accepted, result.acceptance
@@ -105,17 +105,17 @@ def test_the_baseline_as_candidate_is_accepted_and_timed_on_the_cpu(task_dir: Pa
 def test_a_mutant_is_rejected_by_correctness(task_dir: Path, tmp_path: Path) -> None:
     wrong_eps = OTHER_NORM.replace("+ eps)", "+ 1e-2)")
     result = evaluate(task_dir, candidate(tmp_path, wrong_eps))
-    failure = result.evaluation["failure"]
+    failure = unstructure(result.evaluation)["failure"]
     assert result.status == "completed" and not result.candidate_accepted
     assert (result.pass_compilation, result.pass_correctness) == (True, False)
     assert failure["kind"] == "correctness" and failure["entrypoint"] == "rms_norm", failure
-    assert "performance" not in result.evaluation, "nothing timed after a wrong answer"
+    assert result.evaluation.performance is None, "nothing timed after a wrong answer"
 
 
 def test_a_candidate_that_crashes_at_import_fails_to_build(task_dir: Path,
                                                           tmp_path: Path) -> None:
     result = evaluate(task_dir, candidate(tmp_path, "raise RuntimeError('boom at import')\n"))
-    failure = result.evaluation["failure"]
+    failure = unstructure(result.evaluation)["failure"]
     assert result.status == "completed" and not result.candidate_accepted
     assert result.pass_compilation is False and failure["kind"] == "compile"
     assert "boom at import" in failure["message"] and failure["arm"] == "candidate"
@@ -130,7 +130,7 @@ def test_a_broken_baseline_is_the_tasks_fault(task_dir: Path, tmp_path: Path) ->
     result = evaluate(broken, candidate(tmp_path, OTHER_NORM))
     assert result.status == "error" and "baseline broken" in (result.error or "")
     assert result.pass_compilation is None and result.pass_correctness is None
-    assert result.evaluation["failure"]["kind"] == "task_error"
+    assert result.evaluation.failure_kind == "task_error"
 
 
 def test_weights_this_host_cannot_reproduce_are_an_infra_error(task_dir: Path,
@@ -198,7 +198,7 @@ def test_api_run_with_the_noop_agent_judges_the_baseline(tasks: Path, tmp_path: 
     (result,) = outcome.results
     assert result.status == "completed" and result.candidate_accepted, result.error
     prompt = (outcome.run_dir / "e2e" / "norms_tiny" / "logs").glob("*")
-    assert result.evaluation["correctness"]["passed"] is True
+    assert result.evaluation.correctness_passed()
     assert list(prompt) is not None
 
 
@@ -214,8 +214,9 @@ def test_a_candidate_engine_that_fails_its_warm_up_is_blamed_when_the_toolchain_
     pytest.importorskip("triton")
     result = evaluate(task_dir, candidate(tmp_path, WARMUP_CRASH))
     assert result.status == "completed" and not result.candidate_accepted
-    assert result.evaluation["failure"]["kind"] == "crashed"
-    assert result.evaluation["e2e"]["toolchain_control"] == {"passed": True}
+    ev = unstructure(result.evaluation)
+    assert ev["failure"]["kind"] == "crashed"
+    assert ev["e2e"]["toolchain_control"] == {"passed": True}
 
 
 def test_a_toolchain_that_fails_a_known_good_kernel_too_is_the_evaluators_fault(
@@ -232,7 +233,8 @@ def test_a_toolchain_that_fails_a_known_good_kernel_too_is_the_evaluators_fault(
     monkeypatch.setattr(judge, "CANARY_TREE", broken)
     result = evaluate(task_dir, candidate(tmp_path, WARMUP_CRASH))
     assert result.status == "infra_error"
-    failure = result.evaluation["failure"]
+    ev = unstructure(result.evaluation)
+    failure = ev["failure"]
     assert failure["kind"] == "infra_error" and failure["retryable"]
     assert "toolchain" in failure["message"]
-    assert result.evaluation["e2e"]["toolchain_control"]["passed"] is False
+    assert ev["e2e"]["toolchain_control"]["passed"] is False

@@ -58,7 +58,8 @@ def speedup_plot(results: Sequence[TaskResult]) -> str:
         s = _num(r.speedup_ratio)
         if s is None or s <= 0:
             continue
-        ci = ((r.evaluation or {}).get("performance") or {}).get("ci95") or [s, s]
+        perf = r.evaluation.performance
+        ci = (perf.ci95 if perf is not None else None) or [s, s]
         lo, hi = (_num(ci[0]) or s, _num(ci[1]) or s) if len(ci) == 2 else (s, s)
         rows.append((r.task_id, s, max(lo, 1e-6), max(hi, 1e-6), r.candidate_accepted))
     if not rows:
@@ -169,8 +170,8 @@ COLUMNS = ("task", "status", "compiled", "correct", "accepted", "speedup", "95% 
 def task_rows(results: Sequence[TaskResult]) -> str:
     out = []
     for r in results:
-        perf = (r.evaluation or {}).get("performance") or {}
-        ci = perf.get("ci95") or []
+        perf = r.evaluation.performance
+        ci = (perf.ci95 if perf is not None else None) or []
         agent = r.agent_execution
         usage = agent.usage if agent else None
         cells: list[tuple[Any, str]] = [
@@ -198,26 +199,25 @@ def task_rows(results: Sequence[TaskResult]) -> str:
 def case_sections(results: Sequence[TaskResult]) -> str:
     out = []
     for r in results:
-        evaluation = r.evaluation or {}
-        cases = (evaluation.get("performance") or {}).get("cases") or []
-        failure = evaluation.get("failure") or {}
-        if not cases and not failure:
+        perf, failure = r.evaluation.performance, r.evaluation.failure
+        cases = (perf.cases if perf is not None else None) or []
+        if not cases and failure is None:
             continue
         body = [f"<details><summary>{_e(r.task_id)}</summary>"]
-        if failure:
-            body.append(f"<p class='fail'>{_e(failure.get('kind'))}: {_e(failure.get('message'))}</p>")
+        if failure is not None:
+            body.append(f"<p class='fail'>{_e(failure.kind)}: {_e(failure.message)}</p>")
         if cases:
             body.append("<table class='cases'><tr><th>case</th><th>held out</th><th>method</th>"
                         "<th>pairs</th><th>baseline ms</th><th>candidate ms</th><th>speedup</th>"
                         "<th>95% CI</th></tr>")
             for case in cases:
-                ci = case.get("ci95") or []
+                ci = case.ci95 or []
                 body.append(
-                    f"<tr><td>{_e(case.get('case'))}</td><td>{_e(case.get('held_out'))}</td>"
-                    f"<td>{_e(case.get('method'))}</td><td>{_e(case.get('pairs'))}</td>"
-                    f"<td>{_fmt(case.get('baseline_median_ms'), '.4f')}</td>"
-                    f"<td>{_fmt(case.get('candidate_median_ms'), '.4f')}</td>"
-                    f"<td>{_fmt(case.get('speedup'))}</td>"
+                    f"<tr><td>{_e(case.case)}</td><td>{_e(case.held_out)}</td>"
+                    f"<td>{_e(case.method)}</td><td>{_e(case.pairs)}</td>"
+                    f"<td>{_fmt(case.baseline_median_ms, '.4f')}</td>"
+                    f"<td>{_fmt(case.candidate_median_ms, '.4f')}</td>"
+                    f"<td>{_fmt(case.speedup)}</td>"
                     f"<td>{'[' + _fmt(ci[0]) + ', ' + _fmt(ci[1]) + ']' if len(ci) == 2 else '-'}"
                     "</td></tr>")
             body.append("</table>")
