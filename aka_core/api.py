@@ -31,6 +31,7 @@ from aka_core.lifecycle import (
     protected_paths,
 )
 from aka_core.models import (
+    TASK_FILE,
     AgentConfig,
     EvaluationConfig,
     IntegrityReport,
@@ -73,7 +74,7 @@ def resume(run_dir: str | Path, *, host: PluginHost | None = None,
 def find_task(task: str | Path, tasks_root: Path | None = None) -> tuple[Path, str]:
     """A task folder and its id from a path (or an id relative to ``tasks_root``)."""
     path = Path(task)
-    if not (path / "task.yaml").is_file() and tasks_root is not None:
+    if not (path / TASK_FILE).is_file() and tasks_root is not None:
         path = tasks_root / task
     if not path.is_dir():
         raise UsageError(f"no task folder at {task}; pass a folder holding task.yaml "

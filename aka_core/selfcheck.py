@@ -19,11 +19,12 @@ from aka_core.evaluation.evaluate import outcome
 from aka_core.evaluation.record import EvaluationRecord
 from aka_core.host import PluginHost
 from aka_core.lifecycle import QUICK_TIMING  # noqa: F401 (re-exported: it was defined here)
+from aka_core.models import TASK_FILE
 from aka_core.operator_tasks import load_task
 from aka_core.records import TaskFormatSpec
 
 
-def find_baseline(workspace: Path, marker: str = "task.yaml") -> Path:
+def find_baseline(workspace: Path, marker: str = TASK_FILE) -> Path:
     """The preserved copy of the task next to the workspace (``<task>/baseline``); ``marker``:
     the file its task format recognises a task folder by."""
     sibling = workspace.parent / "baseline"
@@ -51,7 +52,7 @@ def selfcheck(workspace: Path, host: PluginHost, *, device: str = "auto",
 
     workspace = workspace.resolve()
     judged = judged_format(workspace, host)
-    if judged is None and not (workspace / "task.yaml").is_file():
+    if judged is None and not (workspace / TASK_FILE).is_file():
         raise AkaError(f"{workspace} holds no task.yaml: run `aka selfcheck` in a task workspace")
     # A run's workspace is <run>/<family>/<name>/workspace: the task id is the two folders above.
     task = load_task(workspace, f"{workspace.parent.parent.name}/{workspace.parent.name}", host)

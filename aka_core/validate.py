@@ -19,7 +19,7 @@ from aka_core.convert import unstructure
 from aka_core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, AkaError
 from aka_core.evaluation.record import EvaluationRecord
 from aka_core.host import PluginHost
-from aka_core.models import Task
+from aka_core.models import TASK_FILE, Task
 from aka_core.yamlio import write_json_atomic, write_yaml_atomic
 
 # The reference should run 0.05-15 ms on the target (docs/task-format.md).
@@ -30,7 +30,7 @@ def _task_dirs(path: Path, host: PluginHost) -> list[tuple[Path, str]]:
     from aka_core.api import find_task
     from aka_core.selection import discover_tasks
 
-    if (path / "task.yaml").is_file() or _judged_task_dir(path, host):
+    if (path / TASK_FILE).is_file() or _judged_task_dir(path, host):
         return [find_task(path)]
     found = discover_tasks(path, host)
     prefix = ""

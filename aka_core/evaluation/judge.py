@@ -54,6 +54,7 @@ from aka_core.evaluation.request import EvaluationRequest
 from aka_core.evaluation.seeds import derive_seed, draw_held_out
 from aka_core.evaluation.sides import RAISED, RunnerProcess, SideFailure
 from aka_core.failures import INFRA, FailureKind, JudgeFailure
+from aka_core.models import TASK_FILE
 from aka_core.sandbox import SANDBOX_PROTECTED_ALWAYS
 
 STARTUP_SECONDS = 300.0
@@ -398,7 +399,7 @@ class Judge:
                 raise JudgeFailure(FailureKind.TASK_ERROR, f"the inputs factory needs parameter {key!r}, "
                                    f"which case {case.name} does not set (its params: "
                                    f"{', '.join(params) or 'none'}): add it to the case in "
-                                   "task.yaml", traceback=_short_tb(exc)) from exc
+                                   f"{TASK_FILE}", traceback=_short_tb(exc)) from exc
             raise JudgeFailure(FailureKind.TASK_ERROR, f"the inputs factory raised KeyError: {exc} (case "
                                f"{case.name})", traceback=_short_tb(exc)) from exc
         except BaseException as exc:

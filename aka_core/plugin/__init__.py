@@ -45,6 +45,7 @@ from aka_core.errors import AkaError, BuildError, ConfigError, Problem
 from aka_core.failures import FailureKind
 from aka_core.hookspecs import hookimpl
 from aka_core.models import (
+    TASK_FILE,
     Acceptance,
     AgentExecution,
     AgentStatus,
@@ -183,6 +184,7 @@ __all__ = [
     "KEEP_FIRST_EVENTS",
     "MAX_EVENTS_KEPT",
     "SANDBOX_PROTECTED_ALWAYS",
+    "TASK_FILE",
     "Acceptance",
     "Agent",
     "AgentExecution",

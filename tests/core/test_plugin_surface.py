@@ -35,6 +35,7 @@ EXPECTED_PLUGIN_ALL = [
     "KEEP_FIRST_EVENTS",
     "MAX_EVENTS_KEPT",
     "SANDBOX_PROTECTED_ALWAYS",
+    "TASK_FILE",
     "Acceptance",
     "Agent",
     "AgentExecution",

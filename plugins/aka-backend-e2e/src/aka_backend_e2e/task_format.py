@@ -21,7 +21,7 @@ from aka_backend_e2e.workload import (
     check_lock,
     load_workload,
 )
-from aka_core.plugin import Case, ConfigError, Problem, Requirements, Task, Timeouts
+from aka_core.plugin import TASK_FILE, Case, ConfigError, Problem, Requirements, Task, Timeouts
 
 INSTRUCTIONS_FILE = "instructions.md"
 CPU_CONFIGS = ("tiny",)
@@ -70,7 +70,7 @@ class E2ETaskFormat:
 
     def is_task_dir(self, path: Path) -> bool:
         return (path.is_dir() and (path / WORKLOAD_FILE).is_file()
-                and not (path / "task.yaml").exists())
+                and not (path / TASK_FILE).exists())
 
     def load(self, task_dir: Path, task_id: str) -> Task:
         workload = load_workload(task_dir / WORKLOAD_FILE)

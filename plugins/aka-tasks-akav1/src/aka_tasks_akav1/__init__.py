@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aka_core.plugin import (
+    TASK_FILE,
     Case,
     ConfigError,
     Harness,
@@ -63,7 +64,7 @@ def _commands(doc: dict[str, Any], field: str, path: Path, *, required: bool) ->
 class AkaV1Format:
     def is_task_dir(self, path: Path) -> bool:
         config = path / CONFIG
-        if not path.is_dir() or (path / "task.yaml").exists() or not config.is_file():
+        if not path.is_dir() or (path / TASK_FILE).exists() or not config.is_file():
             return False
         try:
             doc = _read(config)

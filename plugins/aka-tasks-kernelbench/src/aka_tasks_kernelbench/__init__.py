@@ -24,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from aka_core.plugin import (
+    TASK_FILE,
     Case,
     ConfigError,
     HeldOutDraws,
@@ -59,7 +60,7 @@ def _plugin_version() -> str:
 
 class KernelBenchFormat:
     def is_task_dir(self, path: Path) -> bool:
-        return (path.is_dir() and not (path / "task.yaml").exists()
+        return (path.is_dir() and not (path / TASK_FILE).exists()
                 and problems.problem_file(path) is not None)
 
     def load(self, task_dir: Path, task_id: str) -> Task:
