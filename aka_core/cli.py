@@ -50,11 +50,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                              output_root=Path(args.output_root) if args.output_root else None)
     else:
         raise UsageError("give a run config (aka run CONFIG) or a run to resume (--resume RUN_DIR)")
+    import attrs
+
+    from aka_core.models import RunConfig
     from aka_core.run import read_run_file
 
     _CURRENT_RUN[0] = str(run_dir)
     meta = read_run_file(run_dir)
-    log_dir = run_dir / meta["config"].get("log_directory", "logs")
+    # run.yaml keeps the config as written: an unset log_directory has RunConfig's one default
+    log_dir = run_dir / meta["config"].get("log_directory",
+                                           attrs.fields(RunConfig).log_directory.default)
     configure_logging(json_output=args.json_logs, level=args.log_level,
                       log_file=log_dir / "aka.jsonl", force=True)
     from aka_core.logging_setup import stderr_is_json
