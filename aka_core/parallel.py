@@ -225,7 +225,7 @@ class _Worker:
 
 
 @attrs.define
-class _Watch:
+class _WorkerEvents:
     """What the parent has seen, so that each event is reported (and each death counted) once."""
 
     started: dict[str, Claim] = attrs.Factory(dict)
@@ -252,7 +252,7 @@ class ParallelRun:
         self.workers = [_Worker(structure(s, Slot)) for s in plan["slots"]]
         self.log_dir = run.run_dir / run.config.log_directory
         self.queue = TaskQueue(run.run_dir)
-        self.watch = _Watch()
+        self.watch = _WorkerEvents()
 
     def run(self) -> None:
         """Return when every task has a result; on any exit, no worker is left running."""

@@ -92,7 +92,9 @@ def die_with_parent(parent: int) -> Any:
 
 
 @attrs.define
-class _Watch:
+class _JudgeProgress:
+    """What the parent has seen of one judge process: its phase and their times, its result."""
+
     phase: str = "startup"
     phase_started: float = attrs.field(factory=time.monotonic)
     phase_times: dict[str, float] = attrs.field(factory=dict)
@@ -236,8 +238,8 @@ def _read_messages(fd: int, out: queue.Queue[tuple[float, dict[str, Any] | None]
 
 def _watch(proc: subprocess.Popen[bytes], request: EvaluationRequest,
            messages: queue.Queue[tuple[float, dict[str, Any] | None]]
-           ) -> tuple[_Watch, dict[str, Any] | None]:
-    watch = _Watch()
+           ) -> tuple[_JudgeProgress, dict[str, Any] | None]:
+    watch = _JudgeProgress()
     while True:
         remaining = watch.phase_started + _deadline_for(watch.phase, request) - time.monotonic()
         if remaining <= 0:
