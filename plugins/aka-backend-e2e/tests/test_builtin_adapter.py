@@ -77,12 +77,18 @@ def test_the_real_engine_serves_confined(tmp_path, tree):
     from aka_backend_e2e import model, weights
 
     path, digest = weights.ensure_weights(model.config_by_name("tiny"), 0, tmp_path / "weights")
+    core = max(os.sched_getaffinity(0))
     adapter = BuiltinAdapter(weights=path, weights_digest=digest, device="cpu", timeouts=QUICK,
-                             env={"OMP_NUM_THREADS": "1"}, scratch_root=tmp_path / "scratch")
+                             env={"OMP_NUM_THREADS": "1"}, scratch_root=tmp_path / "scratch",
+                             cpus=[core])
     wl = workload()
     reqs = measure.case_requests(wl.cases[0], 512, prompt_key="k")
     run = adapter.start("candidate", tree, wl, wl.cases[0], tmp_path / "logs")
     try:
+        # Pinned from its first statement: every thread of the engine runs on the one core.
+        for task in Path(f"/proc/{run.proc.pid}/task").iterdir():
+            assert os.sched_getaffinity(int(task.name)) == {core}
+        assert run.info["cpus"] == [core]
         first = run.generate(reqs, math.inf)
         again = run.generate(reqs, 50.0)  # over time: 5 requests at 50 per second
     finally:
@@ -101,6 +107,19 @@ def test_the_real_engine_serves_confined(tmp_path, tree):
     assert run.info["kernel_digest"] == tree_digest(tree)
     assert run.proc.poll() is not None
     assert not run.scratch.exists()
+
+
+def test_a_gpu_engine_gets_one_core_of_its_own(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert builtin.engine_cpus("cuda") == [3]
+    assert builtin.engine_cpus("cpu") is None  # the tiny CPU model: its threads, unpinned
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # judges of other GPUs: other cores
+    assert builtin.engine_cpus("cuda") == [1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # never core 0, the judge's last one
+    assert builtin.engine_cpus("cuda") == [3]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5})
+    assert builtin.engine_cpus("cuda") is None  # one core: nothing to set apart
 
 
 # --------------------------------------------------------------------------- the fake engine
