@@ -91,7 +91,8 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
         "reason": (result.get("acceptance") or {}).get("reason") or result.get("error"),
         "cases": [{k: c.get(k) for k in ("case", "speedup", "ci95", "pairs", "spread", "aa_floor",
                                          "stopped", "baseline_median_ms", "candidate_median_ms",
-                                         "p99_tpot")} for c in timing.get("cases", [])],
+                                         "p99_tpot", "aa_ratios")} for c in timing.get("cases", [])],
+        "pairs": (ev.get("e2e") or {}).get("pairs"),  # every run's raw samples
         "oracle": (ev.get("e2e") or {}).get("oracle"),
         "device": (ev.get("device") or {}).get("name"),
     }
