@@ -1,12 +1,21 @@
 """The builtin serving engine: fixed slots, continuous batching, greedy decoding with logprobs.
 
-Each ``step``: waiting requests are admitted into free slots (each prefilled alone, eagerly,
-which yields its first token), then one decode step runs for every slot at once. Inactive slots
-are padding (token 0 at position 0, attending to one position; their outputs are ignored), so
-the decode step has one static shape: on a GPU it is captured once in a CUDA graph and replayed,
+Each ``step``: waiting requests are admitted into free slots (each prefilled alone, which
+yields its first token), then one decode step runs for every slot at once. Inactive slots are
+padding (token 0 at position 0, attending to one position; their outputs are ignored), so the
+decode step has one static shape: on a GPU it is captured once in a CUDA graph and replayed,
 with its inputs copied into static buffers before each replay. The host waits for the GPU once
 per decode step (one copy of the chosen tokens and their logprobs for all slots) and once per
 prefill.
+
+On a GPU (``graph=True``) a prefill is replayed from a CUDA graph too, one per prompt length,
+captured the first time that length is prefilled (the engine's and the workload's warm-up
+requests see a case's lengths before its timed ones). Its static inputs are the prompt's tokens,
+the positions 0..T-1 and the slot broadcast to [T] (where ``kv_write`` puts the prompt's keys and
+values); its body is the eager prefill's (the same kernels in the same order), so its tokens and
+logprobs are the eager ones. Every graph, decode and prefill, draws on one memory pool (only one
+runs at a time). At most ``MAX_PREFILL_GRAPHS`` lengths are captured; a prompt of any other
+length is then prefilled eagerly. On a CPU, or with ``graph=False``, everything is eager.
 
 Every request runs to ``max_tokens`` (ignore_eos: the work is fixed). The engine's timings are
 diagnostics; the judge times the lines it reads.
@@ -29,6 +38,11 @@ if TYPE_CHECKING:
 
 Emit = Callable[[dict[str, Any]], None]
 LOGPROB_DIGITS = 6
+MAX_PREFILL_GRAPHS = 32
+"""Prompt lengths whose prefill is captured in a CUDA graph; other lengths prefill eagerly."""
+
+_CAPTURE_RULE = ("does a kernel wait for the host, e.g. .item() or .cpu(), or allocate pinned "
+                 "memory?")
 
 
 class RequestError(ValueError):
@@ -55,6 +69,22 @@ class Request:
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise RequestError(f"request {rid!r}: max_tokens must be a positive integer")
         return cls(id=rid, prompt=tuple(prompt), max_tokens=max_tokens)
+
+
+@attrs.define
+class _PrefillGraph:
+    """The static inputs of one prompt length's prefill graph, the graph and its output."""
+
+    tokens: torch.Tensor
+    """[T] int64: the prompt, copied in before each replay."""
+    positions: torch.Tensor
+    """[T] int64: 0..T-1 (constant)."""
+    slots: torch.Tensor
+    """[T] int64: the slot being prefilled, broadcast (filled before each replay)."""
+    graph: Any = None
+    out: torch.Tensor | None = None
+    """[2, 1] float32: the token and its logprob (``_greedy`` of the last row)."""
+    replays: int = 0
 
 
 @attrs.define
@@ -102,7 +132,14 @@ class BuiltinEngine:
         self.host_in = torch.zeros((3, slots), dtype=torch.int64, pin_memory=pinned)
         self.graph: Any = None
         self.graph_out: torch.Tensor | None = None
+        self.graph_pool: Any = None
+        self.graph_prefill = bool(graph and self.device.type == "cuda")
+        """Whether prefills run from CUDA graphs (one per prompt length, captured lazily)."""
+        self.prefill_graphs: dict[int, _PrefillGraph] = {}
+        self.prefill_host = torch.zeros(max_len, dtype=torch.int64, pin_memory=pinned)
+        """The staging buffer of a graphed prefill's prompt (pinned on a GPU)."""
         if graph and self.device.type == "cuda":
+            self.graph_pool = torch.cuda.graph_pool_handle()
             self._capture()
 
     # ------------------------------------------------------------------ requests
@@ -156,9 +193,29 @@ class BuiltinEngine:
         import torch
 
         t = len(request.prompt)
-        tokens = torch.tensor(request.prompt, dtype=torch.int64).to(self.device)
-        positions = torch.arange(t, dtype=torch.int64, device=self.device)
-        slots = torch.full((t,), slot, dtype=torch.int64, device=self.device)
+        static = self._prefill_graph(t, request.prompt, slot)
+        if static is None:
+            tokens = torch.tensor(request.prompt, dtype=torch.int64).to(self.device)
+            positions = torch.arange(t, dtype=torch.int64, device=self.device)
+            slots = torch.full((t,), slot, dtype=torch.int64, device=self.device)
+            out = self._prefill_body(tokens, positions, slots)
+        else:
+            static.graph.replay()
+            static.replays += 1
+            out = static.out
+        assert out is not None
+        token, logprob = out.cpu()[:, 0].tolist()  # waits for the device
+        self.prefills += 1
+        active = _Active(request=request, position=t, last_token=int(token), generated=1)
+        self.active[slot] = active
+        emit({"step": [[request.id, int(token), round(logprob, LOGPROB_DIGITS)]]})
+        self._finish_or_keep(slot, active, emit)
+
+    def _prefill_body(self, tokens: torch.Tensor, positions: torch.Tensor,
+                      slots: torch.Tensor) -> torch.Tensor:
+        """One sequence's prefill: its keys and values written into the cache at (``slots``,
+        ``positions``), and [2, 1] float32 (token, logprob) of its last position. No host sync
+        (captured in a CUDA graph per prompt length on a GPU)."""
         kn, scale = self.kernels, self.model.scale
 
         def attend(layer: int, q: Any, k: Any, v: Any) -> Any:
@@ -166,12 +223,76 @@ class BuiltinEngine:
             return kn.attention_prefill(q, k, v, scale)
 
         hidden = self.model.hidden_states(tokens, positions, self.cos_sin, attend)
-        token, logprob = _greedy(self.model.logits(hidden[-1:])).cpu()[:, 0].tolist()
-        self.prefills += 1
-        active = _Active(request=request, position=t, last_token=int(token), generated=1)
-        self.active[slot] = active
-        emit({"step": [[request.id, int(token), round(logprob, LOGPROB_DIGITS)]]})
-        self._finish_or_keep(slot, active, emit)
+        return _greedy(self.model.logits(hidden[-1:]))
+
+    def _prefill_graph(self, t: int, prompt: Sequence[int], slot: int) -> _PrefillGraph | None:
+        """The graph of prompt length ``t`` with ``prompt`` and ``slot`` in its static inputs,
+        captured now if this length is new and fewer than ``MAX_PREFILL_GRAPHS`` are; None: an
+        eager prefill."""
+        import torch
+
+        if not self.graph_prefill:
+            return None
+        static = self.prefill_graphs.get(t)
+        if static is None:
+            if len(self.prefill_graphs) >= MAX_PREFILL_GRAPHS:
+                return None
+            static = _PrefillGraph(
+                tokens=torch.zeros(t, dtype=torch.int64, device=self.device),
+                positions=torch.arange(t, dtype=torch.int64, device=self.device),
+                slots=torch.zeros(t, dtype=torch.int64, device=self.device))
+            self._load_prefill(static, prompt, slot)
+            self._capture_prefill(static)
+            self.prefill_graphs[t] = static
+        else:
+            self._load_prefill(static, prompt, slot)
+        return static
+
+    def _load_prefill(self, static: _PrefillGraph, prompt: Sequence[int], slot: int) -> None:
+        """Copy a prompt and its slot into a prefill graph's static inputs (no host wait: the
+        staging buffer is pinned, and the previous prefill's read of its output has waited for
+        the previous copy)."""
+        import torch
+
+        t = len(prompt)
+        staged = self.prefill_host[:t]
+        staged.copy_(torch.tensor(prompt, dtype=torch.int64))
+        static.tokens.copy_(staged, non_blocking=True)
+        static.slots.fill_(slot)
+
+    def _capture_prefill(self, static: _PrefillGraph) -> None:
+        """Capture the prefill of ``static``'s length (after warm-up launches on a side stream,
+        as for the decode step; they write the slot being prefilled, which holds no sequence)."""
+        def body() -> torch.Tensor:
+            return self._prefill_body(static.tokens, static.positions, static.slots)
+
+        t = static.tokens.shape[0]
+        static.graph, static.out = self._capture_graph(body, f"the prefill of {t} tokens")
+
+    def _capture_graph(self, body: Callable[[], torch.Tensor],
+                       what: str) -> tuple[Any, torch.Tensor]:
+        """A CUDA graph of ``body`` in the engine's memory pool, and its static output; warm-up
+        launches run on a side stream first, as PyTorch's CUDA-graph docs prescribe (lazy
+        initialisation and autotuning happen outside). A RuntimeError naming the kernels' rule
+        when it cannot be captured."""
+        import torch
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                body()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, pool=self.graph_pool):
+                out = body()
+            torch.cuda.synchronize()
+        except Exception as exc:
+            raise RuntimeError(f"{what} cannot be captured in a CUDA graph ({_CAPTURE_RULE}): "
+                               f"{type(exc).__name__}: {exc}") from exc
+        return graph, out
 
     def _decode_graph_body(self) -> torch.Tensor:
         """One decode step of every slot from ``step_in``: [2, S] float32 rows (token, logprob).
@@ -191,27 +312,9 @@ class BuiltinEngine:
         return _greedy(self.model.logits(hidden))
 
     def _capture(self) -> None:
-        """Capture the decode step once (after warm-up launches on a side stream, as PyTorch's
-        CUDA-graph docs prescribe: lazy initialisation and autotuning happen outside)."""
-        import torch
-
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                self._decode_graph_body()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.graph(graph):
-                out = self._decode_graph_body()
-            torch.cuda.synchronize()
-        except Exception as exc:
-            raise RuntimeError(f"the decode step cannot be captured in a CUDA graph (does a "
-                               f"kernel wait for the host, e.g. .item() or .cpu(), or "
-                               f"allocate pinned memory?): {type(exc).__name__}: {exc}") from exc
-        self.graph, self.graph_out = graph, out
+        """Capture the decode step once."""
+        self.graph, self.graph_out = self._capture_graph(self._decode_graph_body,
+                                                         "the decode step")
 
     def _decode(self, emit: Emit) -> None:
         import torch
