@@ -105,7 +105,7 @@ def test_the_command_strips_terminal_escapes_also_in_json(
     (tmp_path / "tasks" / "demo").mkdir(parents=True)
     config = tmp_path / "run.yaml"
     config.write_text(dump_yaml({
-        "agent": {"template": "cursor", "options": {"executable": agent.options["executable"]}},
+        "agent": {"template": "cursor", "options": {"executable": agent.options.executable}},
         "tasks": ["demo"], "target_gpu_model": "cpu", "tasks_directory": str(tmp_path / "tasks"),
     }), encoding="utf-8")
     assert main(["check-agents", str(config), "--json"]) == 1
