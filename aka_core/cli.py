@@ -162,7 +162,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     rows = []
     for task_id in ids:
         task = load_task(root.joinpath(*task_id.split("/")), task_id, host)
-        reason = gpus.skip_reason(task, model) if model else None
+        reason = (gpus.skip_reason(task, model, host.backend_vendors(task.backend)) if model
+                  else None)
         row = {"task": task_id, "family": task.family, "backend": task.backend,
                "cases": len(task.cases), "held_out": len(task.held_out_cases) + (
                    task.held_out_draws.count if task.held_out_draws else 0),

@@ -11,7 +11,7 @@ import difflib
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -92,9 +92,6 @@ def gpu_lock_dir(environ: Mapping[str, str] | None = None) -> Path:
     return folder
 
 
-# Backends that compile for one vendor only; every other backend (triton, python) is portable.
-BACKEND_VENDORS: dict[str, Vendor] = {"cuda": "nvidia", "hip": "amd", "flydsl": "amd"}
-
 _SM_ARCH = re.compile(r"^sm_(\d+)([af]?)$", re.IGNORECASE)
 _GFX_ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$", re.IGNORECASE)
 
@@ -140,9 +137,12 @@ def target_model(value: GpuModel | str | None) -> GpuModel | None:
     return model if model.name == value else attrs.evolve(model, name=value)
 
 
-def skip_reason(task: Task, target: GpuModel | None) -> str | None:
+def skip_reason(task: Task, target: GpuModel | None,
+                backend_vendors: Sequence[str] = ()) -> str | None:
     """Why ``task`` cannot run on ``target``, or None when it can (always, for None: whatever
     GPU this host has is the target, and the evaluation says what it cannot do there).
+    ``backend_vendors``: the GPU vendors the task's backend runs on (its ``BackendSpec.vendors``,
+    ``PluginHost.backend_vendors``); empty: a portable backend (triton, python).
 
     On a ``cpu`` target only tasks whose correctness runs without a GPU (``cpu_interpreter``) and
     whose backend is not vendor-specific run; the GPU requirements are not checked there.
@@ -152,17 +152,17 @@ def skip_reason(task: Task, target: GpuModel | None) -> str | None:
         return None
     gpu = target
     needs = task.requires
-    backend_vendor = BACKEND_VENDORS.get(task.backend)
+    needed = " or ".join(_vendor_label(v) for v in backend_vendors)
     if gpu.is_cpu:
-        if backend_vendor is not None:
-            return (f"backend {task.backend!r} needs an {_vendor_label(backend_vendor)} GPU; "
+        if backend_vendors:
+            return (f"backend {task.backend!r} needs an {needed} GPU; "
                     "the target is cpu (to build it compile-only on this host, set "
                     "target_gpu_model to the GPU and evaluation.device: cpu)")
         if not needs.cpu_interpreter:
             return "the task needs a GPU (requires.cpu_interpreter is false); the target is cpu"
         return None
-    if backend_vendor is not None and gpu.vendor != backend_vendor:
-        return (f"backend {task.backend!r} needs an {_vendor_label(backend_vendor)} GPU; "
+    if backend_vendors and gpu.vendor not in backend_vendors:
+        return (f"backend {task.backend!r} needs an {needed} GPU; "
                 f"the target {gpu.name} is {_vendor_label(gpu.vendor)}")
     if needs.vendors and gpu.vendor not in needs.vendors:
         return (f"the task requires vendor {' or '.join(needs.vendors)}; the target {gpu.name} "

@@ -234,6 +234,14 @@ class PluginHost:
     def backend(self, name: str) -> BackendSpec:
         return self._typed(BackendSpec, name)
 
+    def backend_vendors(self, name: str) -> tuple[str, ...]:
+        """The GPU vendors backend ``name`` runs on (``BackendSpec.vendors``); () for a portable
+        backend, or one not installed (loading its task says so)."""
+        try:
+            return self.backend(name).vendors
+        except PluginError:
+            return ()
+
     def scorer(self, name: str) -> ScorerSpec:
         return self._typed(ScorerSpec, name)
 

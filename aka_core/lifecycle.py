@@ -211,7 +211,8 @@ def _agent_phase(ctx: TaskContext, task_id: str, base: dict[str, Any]) -> AgentP
     # 1. Select
     task = load_task(ctx.tasks_root.joinpath(*task_id.split("/")), task_id, ctx.host)
     base.update(family=task.family, backend=task.backend)
-    reason = gpus.skip_reason(task, ctx.config.target_gpu_model) or cpu_unrunnable(
+    reason = gpus.skip_reason(task, ctx.config.target_gpu_model,
+                              ctx.host.backend_vendors(task.backend)) or cpu_unrunnable(
         task, ctx.device, ctx.host)
     if reason:
         log.info("task skipped", reason=reason)

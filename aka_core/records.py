@@ -96,6 +96,10 @@ class BackendSpec(PluginRecord):
     offload): a task that needs a GPU is then evaluated compile-only on a CPU host, for the
     task's first ``requires.architectures`` entry or else this architecture, and its result says
     that nothing ran (status ``compile_only``)."""
+    vendors: tuple[str, ...] = ()
+    """The GPU vendors (``nvidia``, ``amd``) whose GPUs run this backend's kernels: a task of
+    this backend is skipped on a target of another vendor, and on a ``cpu`` target. Empty: any
+    (Triton, plain Python)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -122,7 +122,7 @@ def build(runs: list[Path], target: str) -> tuple[str, dict[str, Any]]:
     for task_id in sorted(discover_tasks(TASKS, host)):
         task = load_task(TASKS.joinpath(*task_id.split("/")), task_id, host)
         summary["tasks"] += 1
-        skip = gpus.skip_reason(task, model)
+        skip = gpus.skip_reason(task, model, host.backend_vendors(task.backend))
         row = found.get(task_id, {})
         when = validated(task, model)
         if skip:

@@ -94,10 +94,27 @@ def test_cpu_target_needs_the_interpreter() -> None:
     ("flydsl", "MI355X", "B200"),
 ])
 def test_vendor_specific_backends(backend: str, runs_on: str, skipped_on: str) -> None:
+    from aka_core.host import PluginHost
+
+    vendors = PluginHost().backend_vendors(backend)  # what the installed backend declares
+    assert vendors, f"backend {backend!r} declares no vendor"
     task = make_task(backend=backend)
-    assert skip_reason(task, gpu_model(runs_on)) is None
-    assert f"backend {backend!r} needs" in (skip_reason(task, gpu_model(skipped_on)) or "")
-    assert f"backend {backend!r} needs" in (skip_reason(task, gpu_model("cpu")) or "")
+    assert skip_reason(task, gpu_model(runs_on), vendors) is None
+    assert f"backend {backend!r} needs" in (skip_reason(task, gpu_model(skipped_on), vendors) or "")
+    assert f"backend {backend!r} needs" in (skip_reason(task, gpu_model("cpu"), vendors) or "")
+
+
+def test_portable_backends_run_on_every_vendor() -> None:
+    from aka_core.host import PluginHost
+
+    host = PluginHost()
+    assert host.backend_vendors("triton") == host.backend_vendors("python") == ()
+    assert host.backend_vendors("no-such-backend") == ()  # loading its task says what is missing
+    task = make_task(backend="triton")
+    for gpu in ("H100", "MI300X"):
+        assert skip_reason(task, gpu_model(gpu), ()) is None
+    both = skip_reason(task, gpu_model("cpu"), ("nvidia", "amd"))
+    assert both is not None and "NVIDIA or AMD GPU" in both
 
 
 def test_a_task_counts_as_validated_on_a_gpu_only_with_a_run_on_that_gpu() -> None:

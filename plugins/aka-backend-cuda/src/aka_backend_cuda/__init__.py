@@ -93,6 +93,7 @@ class CudaBackend(native.NativeBackend):
 def aka_register_backends() -> list[BackendSpec]:
     return [BackendSpec(
         name="cuda", factory=CudaBackend, compile_only_architecture=DEFAULT_ARCHITECTURE,
+        vendors=("nvidia",),
         description="CUDA C++ built with nvcc into a library called through ctypes; "
                     "compile-only without an NVIDIA GPU",
     )]

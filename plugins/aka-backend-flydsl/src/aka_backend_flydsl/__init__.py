@@ -276,5 +276,6 @@ def _log(message: str) -> None:
 def aka_register_backends() -> list[BackendSpec]:
     return [BackendSpec(
         name="flydsl", factory=FlydslBackend, compile_only_architecture=DEFAULT_ARCHITECTURE,
+        vendors=("amd",),
         description="FlyDSL (AMD's Python kernel DSL) on AMD GPUs; compile-only without one",
     )]

@@ -132,6 +132,7 @@ class HipBackend(native.NativeBackend):
 def aka_register_backends() -> list[BackendSpec]:
     return [BackendSpec(
         name="hip", factory=HipBackend, compile_only_architecture=DEFAULT_ARCHITECTURE,
+        vendors=("amd",),
         description="HIP C++ built with hipcc into a library called through ctypes; "
                     "compile-only with clang without an AMD GPU",
     )]
