@@ -414,3 +414,21 @@ def with_marker(marker: str) -> list[int]:
             if marker.encode() in cmdline and state != "Z":
                 found.append(int(entry))
     return found
+
+
+WIDEN = """
+# Every core, not the one the judge pinned the engine to: host work spread over the machine
+# while the baseline's engine has one core.
+_os.sched_setaffinity(0, set(range(_os.cpu_count() or 1)))
+"""
+
+
+def test_an_engine_that_leaves_its_cpu_core_is_refused(task_dir: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("one CPU core: there is no other core to leave for")
+    # On a GPU the judge pins every engine; on this CPU host the variable asks it to.
+    monkeypatch.setenv("AKA_E2E_ENGINE_CPUS", f"[{cores[-1]}]")
+    failure = assert_rejected(evaluate(task_dir, cheat(tmp_path, WIDEN)), "policy")
+    assert "left its CPU cores" in failure["message"], failure

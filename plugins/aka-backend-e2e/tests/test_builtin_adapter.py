@@ -120,6 +120,11 @@ def test_a_gpu_engine_gets_one_core_of_its_own(monkeypatch):
     assert builtin.engine_cpus("cuda") == [3]
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5})
     assert builtin.engine_cpus("cuda") is None  # one core: nothing to set apart
+    monkeypatch.setenv(builtin.CPUS_ENV, "[2]")  # the operator's choice, on any device
+    assert builtin.engine_cpus("cpu") == [2]
+    monkeypatch.setenv(builtin.CPUS_ENV, "two")
+    with pytest.raises(EngineSetupError, match="a JSON list of CPU core numbers"):
+        builtin.engine_cpus("cuda")
 
 
 # --------------------------------------------------------------------------- the fake engine

@@ -44,6 +44,7 @@ from aka_backend_e2e.adapters.base import (
     Request,
     RequestResult,
     RunResult,
+    SettingChanged,
 )
 
 ENGINE_MODULE = "aka_backend_e2e.engine_main"
@@ -87,7 +88,19 @@ def engine_cpus(device: str) -> list[int] | None:
     pinned to one core, 5.871-5.883 ms (run-to-run throughput 4.3% -> 0.7% standard deviation).
     The core is the last of this process's cores, or an earlier one for a judge whose first
     visible GPU has a higher index (one engine per GPU at a time, so judges of different GPUs
-    never share the core), never the only core left to the judge."""
+    never share the core), never the only core left to the judge. ``AKA_E2E_ENGINE_CPUS`` in the
+    judge's environment (a JSON list of core numbers) chooses them instead, on any device."""
+    forced = os.environ.get(CPUS_ENV)
+    if forced:
+        try:
+            cores = json.loads(forced)
+            if not (isinstance(cores, list) and cores
+                    and all(isinstance(c, int) and c >= 0 for c in cores)):
+                raise ValueError("not a list of core numbers")
+        except ValueError as exc:
+            raise EngineSetupError(f"{CPUS_ENV}={forced!r}: expected a JSON list of CPU core "
+                                   f"numbers such as [3] ({exc})") from exc
+        return cores
     if device != "cuda" or not hasattr(os, "sched_getaffinity"):
         return None
     cpus = sorted(os.sched_getaffinity(0))
@@ -181,7 +194,7 @@ class BuiltinAdapter:
         try:
             run = BuiltinRun(arm, self.command, env=env, scratch=scratch,
                              log_path=log_dir / f"engine.{arm}.log", timeouts=self.timeouts)
-            run.info["cpus"] = self.cpus
+            run.info["cpus"] = run.cpus = self.cpus
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
@@ -211,6 +224,8 @@ class BuiltinRun:
         self.scratch = scratch
         self.log_path = log_path
         self.info: dict[str, Any] = {"log": str(log_path)}
+        self.cpus: list[int] | None = None
+        """The cores the engine was pinned to (None: not pinned)."""
         self.lines: queue.Queue[tuple[float, bytes | None, str | None]] = queue.Queue()
         self._stopped = False
         self._log = log_path.open("ab")
@@ -456,6 +471,10 @@ class BuiltinRun:
                         r.completed is not None for r in results.values()):
                     break
             send_due()
+        widened = self.cores_left()
+        if widened:
+            raise self._failure(SettingChanged, f"the engine left its CPU cores {self.cpus}: "
+                                f"{'; '.join(widened[:4])} (the judge pins every engine alike)")
         return RunResult(arm=self.arm, requests=results, start=start, end=end,
                          info={k: v for k, v in self.info.items() if k != "phase"})
 
@@ -506,6 +525,33 @@ class BuiltinRun:
         raise self._failure(EngineProtocolError, f"sent an unexpected line {str(message)[:200]}")
 
     # ------------------------------------------------------------------ stopping
+    def cores_left(self) -> list[str]:
+        """Threads of the engine, or of any process below it, allowed on cores other than the
+        ones it was pinned to ("pid/tid: cores"); empty when it is not pinned or stayed."""
+        from aka_core.plugin import children
+
+        if not self.cpus:
+            return []
+        pinned, found, todo, seen = set(self.cpus), [], [self.proc.pid], set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+            except OSError:  # gone
+                continue
+            for tid in tids:
+                try:
+                    cores = os.sched_getaffinity(tid)
+                except OSError:
+                    continue
+                if not cores <= pinned:
+                    found.append(f"{pid}/{tid}: {sorted(cores)}")
+            todo.extend(children(pid))
+        return found
+
     def stop(self) -> None:
         """Ask the engine to stop, then kill its whole process group (idempotent)."""
         if self._stopped:
