@@ -37,13 +37,13 @@ plugin costs no toolchain or evaluation imports.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aka_core import __version__ as AKA_VERSION
 from aka_core.errors import AkaError, BuildError, ConfigError, Problem
 from aka_core.failures import FailureKind
 from aka_core.hookspecs import hookimpl
+from aka_core.lazy import lazy_exports
 from aka_core.models import (
     TASK_FILE,
     Acceptance,
@@ -269,17 +269,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a lazy name on first use and keep it, so later lookups are plain attributes."""
-    try:
-        module_name, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

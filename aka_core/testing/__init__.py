@@ -12,8 +12,7 @@ fixtures' ``write_task``, and the test kits as modules (``fake_cli`` for the fak
 steps, ``processes`` for waiting on process trees). The entry points are imported on first use:
 loading the contracts stays cheap."""
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +21,7 @@ pytest.register_assert_rewrite(
     "aka_core.testing.contracts", "aka_core.testing.fixtures", "aka_core.testing.cli_contract"
 )
 
+from aka_core.lazy import lazy_exports  # noqa: E402
 from aka_core.testing import fake_cli, processes  # noqa: E402
 from aka_core.testing.cli_contract import NOT_JSON, CliAgentContract, Ending, Outcome  # noqa: E402
 from aka_core.testing.contracts import (  # noqa: E402
@@ -108,17 +108,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a lazy name on first use and keep it, so later lookups are plain attributes."""
-    try:
-        module_name, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
