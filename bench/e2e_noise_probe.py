@@ -96,6 +96,17 @@ def spread(values: list[float]) -> dict[str, float]:
             "stdev_rel": statistics.pstdev(values) / med if len(values) > 1 else 0.0}
 
 
+def probe_task(name: str, tiny: bool) -> tuple[Path, str]:
+    """The folder of e2e task ``name`` and the device to run it on: the task on a GPU, or (``tiny``)
+    its tiny variant on the CPU, written to a temporary folder."""
+    task_dir = ROOT / "tasks" / "e2e" / name
+    if not tiny:
+        return task_dir, "cuda"
+    from aka_backend_e2e.variants import write_tiny_variant
+
+    return write_tiny_variant(task_dir, Path(tempfile.mkdtemp()) / f"{name}_tiny"), "cpu"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
@@ -114,13 +125,7 @@ def main() -> int:
     from aka_backend_e2e.model import config_by_name
     from aka_backend_e2e.workload import builtin_weights, load_workload
 
-    task_dir = ROOT / "tasks" / "e2e" / args.task
-    device = "cuda"
-    if args.tiny:
-        from aka_backend_e2e.variants import write_tiny_variant
-
-        task_dir = write_tiny_variant(task_dir, Path(tempfile.mkdtemp()) / f"{args.task}_tiny")
-        device = "cpu"
+    task_dir, device = probe_task(args.task, args.tiny)
     workload = load_workload(task_dir / "workload.yaml")
     vocab = config_by_name(workload.model.config).vocab
     weights, digest = builtin_weights(workload.model.config, workload.model.seed)

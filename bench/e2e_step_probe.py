@@ -25,13 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def rel_spread(values: list[float]) -> dict[str, float]:
-    med = statistics.median(values)
-    return {"median": med, "min_rel": min(values) / med - 1, "max_rel": max(values) / med - 1,
-            "stdev_rel": statistics.pstdev(values) / med if len(values) > 1 else 0.0}
+from e2e_noise_probe import probe_task, spread  # bench/, beside this script
 
 
 def main() -> int:
@@ -51,15 +45,7 @@ def main() -> int:
     from aka_backend_e2e.weights import read_weights
     from aka_backend_e2e.workload import builtin_weights, load_workload
 
-    task_dir = ROOT / "tasks" / "e2e" / args.task
-    device = "cuda"
-    if args.tiny:
-        import tempfile
-
-        from aka_backend_e2e.variants import write_tiny_variant
-
-        task_dir = write_tiny_variant(task_dir, Path(tempfile.mkdtemp()) / f"{args.task}_tiny")
-        device = "cpu"
+    task_dir, device = probe_task(args.task, args.tiny)
     workload = load_workload(task_dir / "workload.yaml")
     config = config_by_name(workload.model.config)
     path, digest = builtin_weights(workload.model.config, workload.model.seed)
@@ -139,11 +125,11 @@ def main() -> int:
     for tag in ("runs", "pinned"):
         got = [r for r in rows if r["tag"] == tag]
         if got:
-            data["spread"][tag] = {k: rel_spread([r[k] for r in got]) for k in
+            data["spread"][tag] = {k: spread([r[k] for r in got]) for k in
                                    ("tok_s", "decode_ms_median", "prefill_ms_total")}
             print(tag, json.dumps(data["spread"][tag]), flush=True)
     if replays:
-        data["spread"]["replay_ms"] = rel_spread(replays)
+        data["spread"]["replay_ms"] = spread(replays)
     (args.out / "e2e_steps.json").write_text(json.dumps(data, indent=1, default=str))
     return 0
 
