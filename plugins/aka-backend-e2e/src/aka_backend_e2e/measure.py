@@ -27,13 +27,15 @@ Everything but ``run_case`` is a pure function of numbers or ``RunResult``s.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import itertools
 import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -461,6 +463,21 @@ OnRun = Callable[[str, int, Sequence[Request], RunResult], None]
 tokens; raising stops the measurement."""
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No garbage collection in the judge's process while it times a run: its reader thread
+    timestamps every line and its client sends the next request when one is done, so a
+    collection pass would delay both. Collected once the run is over."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.collect()
+
+
 def timed_run(adapter: EngineAdapter, spec: RunSpec, case: Any, arm: str, pair: int,
               requests: Sequence[Request], warmup: Sequence[Request]) -> RunResult:
     """One fresh engine for ``arm``: warm-up requests (all due at once), then the timed requests
@@ -473,7 +490,9 @@ def timed_run(adapter: EngineAdapter, spec: RunSpec, case: Any, arm: str, pair: 
         if warmup:
             check_counts(run.generate(warmup, math.inf, max_concurrency=limit), warmup,
                          phase="warmup", max_concurrency=limit)
-        result = run.generate(requests, case.request_rate, seed=case.seed, max_concurrency=limit)
+        with collector_paused():
+            result = run.generate(requests, case.request_rate, seed=case.seed,
+                                  max_concurrency=limit)
     finally:
         run.stop()
     check_counts(result, requests, max_concurrency=limit)
