@@ -89,6 +89,8 @@ def test_the_real_engine_serves_confined(tmp_path, tree):
         for task in Path(f"/proc/{run.proc.pid}/task").iterdir():
             assert os.sched_getaffinity(int(task.name)) == {core}
         assert run.info["cpus"] == [core]
+        if len(os.sched_getaffinity(0)) > 1:  # the judge's reader of its lines keeps off it
+            assert core not in os.sched_getaffinity(run._reader.native_id)
         first = run.generate(reqs, math.inf)
         again = run.generate(reqs, 50.0)  # over time: 5 requests at 50 per second
     finally:
@@ -342,3 +344,18 @@ def parent_of(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except OSError:
         return 0
+
+
+def test_the_judge_keeps_off_the_engine_core_while_it_times(monkeypatch):
+    mine = os.sched_getaffinity(0)
+    if len(mine) < 2:
+        pytest.skip("one core: nothing to keep apart")
+    core = max(mine)
+    seen: list[set[int]] = []
+    with builtin.off_engine_cores([core]):
+        seen.append(os.sched_getaffinity(0))
+    assert seen == [mine - {core}]
+    assert os.sched_getaffinity(0) == mine  # given back
+    with builtin.off_engine_cores(None):  # an engine not pinned: nothing changes
+        assert os.sched_getaffinity(0) == mine
+    assert builtin.cores_besides(sorted(mine)) is None  # never no core at all

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,33 @@ def engine_cpus(device: str) -> list[int] | None:
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
     gpu = int(first) if first.isdigit() else 0
     return [cpus[-1 - gpu % (len(cpus) - 1)]]
+
+
+def cores_besides(engine: Sequence[int] | None) -> set[int] | None:
+    """The cores this thread may use, less the engine's; None when the engine is not pinned or
+    nothing would be left."""
+    if not engine or not hasattr(os, "sched_getaffinity"):
+        return None
+    others = os.sched_getaffinity(0) - set(engine)
+    return others or None
+
+
+@contextlib.contextmanager
+def off_engine_cores(engine: Sequence[int] | None) -> Iterator[None]:
+    """Keep the calling thread off the engine's cores for the block (Linux: an affinity of pid 0
+    is the calling thread's), then give it back its own. The judge's threads talk to the engine
+    through pipes, and the scheduler tends to wake a pipe's reader on the writer's core: a judge
+    thread woken on the engine's core every decode step preempts the engine it is timing."""
+    others = cores_besides(engine)
+    if others is None:
+        yield
+        return
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, others)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
 
 
 def engine_read_folders() -> list[str]:
@@ -193,8 +220,8 @@ class BuiltinAdapter:
                **({CPUS_ENV: json.dumps(self.cpus)} if self.cpus else {})}
         try:
             run = BuiltinRun(arm, self.command, env=env, scratch=scratch,
-                             log_path=log_dir / f"engine.{arm}.log", timeouts=self.timeouts)
-            run.info["cpus"] = run.cpus = self.cpus
+                             log_path=log_dir / f"engine.{arm}.log", timeouts=self.timeouts,
+                             cpus=self.cpus)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
@@ -218,14 +245,16 @@ class BuiltinRun:
     """One engine process serving one arm."""
 
     def __init__(self, arm: str, command: Sequence[str], *, env: Mapping[str, str],
-                 scratch: Path, log_path: Path, timeouts: Timeouts):
+                 scratch: Path, log_path: Path, timeouts: Timeouts,
+                 cpus: Sequence[int] | None = None):
         self.arm = arm
         self.timeouts = timeouts
         self.scratch = scratch
         self.log_path = log_path
-        self.info: dict[str, Any] = {"log": str(log_path)}
-        self.cpus: list[int] | None = None
-        """The cores the engine was pinned to (None: not pinned)."""
+        self.cpus: list[int] | None = list(cpus) if cpus else None
+        """The cores the engine is pinned to (None: not pinned); the judge's threads that talk
+        to it keep off them."""
+        self.info: dict[str, Any] = {"log": str(log_path), "cpus": self.cpus}
         self.lines: queue.Queue[tuple[float, bytes | None, str | None]] = queue.Queue()
         self._stopped = False
         self._log = log_path.open("ab")
@@ -248,6 +277,9 @@ class BuiltinRun:
     def _read_stdout(self, fd: int) -> None:
         """Reader thread: split stdout into lines, each stamped with the arrival time of the
         chunk that completed it; ``None`` at end of file; an error for an oversized line."""
+        others = cores_besides(self.cpus)
+        if others is not None:
+            os.sched_setaffinity(0, others)  # this thread only, for its whole life
         buffer = bytearray()
         while True:
             try:
@@ -406,7 +438,13 @@ class BuiltinRun:
         ``max_concurrency`` are in flight (sent, not done: the judge's count, not the engine's),
         the requests sendable at one moment in one command; read the engine's lines until every
         request is sent and done and the engine is idle. An engine that never finishes a request
-        fails by the stall or generate deadline."""
+        fails by the stall or generate deadline. The calling thread keeps off the engine's
+        cores meanwhile (``off_engine_cores``)."""
+        with off_engine_cores(self.cpus):
+            return self._generate(requests, rate, seed=seed, max_concurrency=max_concurrency)
+
+    def _generate(self, requests: Sequence[Request], rate: float, *, seed: int,
+                  max_concurrency: int | None) -> RunResult:
         from aka_backend_e2e.measure import arrival_offsets
 
         self.info["phase"] = "generate"
