@@ -72,6 +72,55 @@ def test_step_lines_and_continuous_batching(tiny_weights):
     assert eng.decode_steps == 3 and eng.prefills == 3
 
 
+def test_decode_steps_run_one_ahead_of_their_lines(tiny_weights):
+    """The host launches step k+1 before it emits step k; every request's lines still end with
+    its done line, and no slot changes before its last step is emitted."""
+    requests = _requests([4, 11, 6, 9, 2], [5, 7, 3, 6, 4])
+    eng = engine.BuiltinEngine(TINY, tiny_weights, kernels_api.REFERENCE, slots=2, max_len=24,
+                               dtype=torch.float32)
+    lines: list[dict] = []
+    eng.submit(requests)
+    ahead = []
+    while eng.has_work:
+        eng.step(lines.append)
+        ahead.append(len(eng.pending))
+    assert max(ahead) == 1 and ahead[-1] == 0  # one step in flight at most; none at the end
+    assert ahead.count(1) > 0
+    seen: dict[str, int] = {}
+    done: list[str] = []
+    for line in lines:
+        for rid, _, _ in line.get("step", ()):
+            assert rid not in done, f"a token of {rid} after its done line"
+            seen[rid] = seen.get(rid, 0) + 1
+        if "done" in line:
+            done.append(line["done"])
+    assert seen == {r.id: r.max_tokens for r in requests}
+    assert sorted(done) == sorted(r.id for r in requests)
+    assert eng.generate(_requests([3], [2], seed=9))  # and it serves again once idle
+
+
+def test_a_kernel_that_writes_into_its_inputs_cannot_steer_the_next_step(tiny_weights):
+    """The kernels get a copy of the step's inputs: one that zeroes the positions it was given
+    once the last layer has used them changes nothing the engine carries to the next step."""
+    calls = []
+
+    def kv_write_then_zero(k, v, k_cache, v_cache, slots, positions):
+        kernels_api.ref_kv_write(k, v, k_cache, v_cache, slots, positions)
+        calls.append(1)
+        if len(calls) % TINY.layers == 0:  # the step's last layer
+            positions.zero_()
+
+    import attrs
+
+    requests = _requests([4, 7, 5], [6, 5, 4])
+    clean = engine.BuiltinEngine(TINY, tiny_weights, kernels_api.REFERENCE, slots=3, max_len=24,
+                                 dtype=torch.float32).generate(requests)
+    rude = attrs.evolve(kernels_api.REFERENCE, kv_write=kv_write_then_zero)
+    eng = engine.BuiltinEngine(TINY, tiny_weights, rude, slots=3, max_len=24,
+                               dtype=torch.float32)
+    assert eng.generate(requests) == clean
+
+
 class ReplayedEagerly:
     """Stands in for a CUDA graph on a CPU: "capture" runs the decode body once into a static
     output, "replay" recomputes it from the static inputs alone (what a graph can see)."""
