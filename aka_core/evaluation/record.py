@@ -4,8 +4,10 @@ A judge (the operator judge's process, a format's own judge such as e2e's, a tas
 produces its record as JSON: it is free to add keys. The core structures that JSON once, where it
 reads it (``aka_core.lifecycle.evaluate``, through ``aka_core.convert``), into the classes below:
 the parts it decides on (failure, correctness, performance, compile-only, confinement, rules,
-integrity) are typed fields; whatever else a judge recorded is kept, as it came, in each part's
-``extra`` (diagnostics, kernel caches, a format's own section: ``e2e``, ``harness``).
+integrity) and what the judges write for a reader (kernel caches, pre-started runners, the GPU's
+state, timing details, diagnostics, a format's own section: ``e2e``, ``harness``) are typed
+fields. A key no class here names (a judge newer than this reader, a plugin's own) is kept, as it
+came, in its part's ``extra``.
 
 Each part is an ``OpenRecord``: it remembers which keys it was read with and in what order
 (``present``), so that writing it back gives the same keys in the same order (a key that held
@@ -16,6 +18,7 @@ null is written as null again); a field set later, and not null, is written afte
 from __future__ import annotations
 
 import math
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar, TypeAlias
@@ -27,6 +30,11 @@ from aka_core.failures import FailureKind
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 """A value as JSON holds it: what a judge may record beyond the typed fields."""
+
+Number: TypeAlias = int | float
+"""A number as the judge wrote it: an int stays an int and a float a float (a field typed
+``float`` would turn ``3`` into ``3.0``, and the record would no longer be written back as it
+was read)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -55,6 +63,27 @@ class OpenRecord:
         """This part with keys that have no field set (added after those it was read with)."""
         return attrs.evolve(self, extra={**self.extra, **values})
 
+    def unknown_keys(self) -> list[str]:
+        """The path of every key kept in an ``extra``, in this part and the parts below it
+        (``performance.cases[0].foo``): what a judge wrote that no class here names."""
+        found = list(self.extra)
+        for f in attrs.fields(type(self)):
+            if f.name not in self._RESERVED:
+                found += [f"{f.name}{path}" for path in _unknown_below(getattr(self, f.name))]
+        return found
+
+
+def _unknown_below(value: object) -> list[str]:
+    """``unknown_keys`` of the parts in ``value`` (a part, or a list or mapping of them), each
+    path starting with how to reach it (``.name``, ``[0]``, ``.side``)."""
+    if isinstance(value, OpenRecord):
+        return [f".{path}" for path in value.unknown_keys()]
+    if isinstance(value, list):
+        return [f"[{i}]{path}" for i, item in enumerate(value) for path in _unknown_below(item)]
+    if isinstance(value, dict):
+        return [f".{key}{path}" for key, item in value.items() for path in _unknown_below(item)]
+    return []
+
 
 # --------------------------------------------------------------------------- the parts
 
@@ -75,6 +104,16 @@ class Failure(OpenRecord):
     """``first_call``: the candidate built, then failed in its first call."""
     traceback: str | None = None
     log_tail: str | None = None
+    exit_code: int | None = None
+    """The judge process's exit status, where it exited without a record."""
+    arm: str | None = None
+    """e2e: the arm (``baseline``, ``candidate``) whose engine failed."""
+    engine_phase: str | None = None
+    """e2e: the engine's own step when a timed run failed (``phase`` is then ``timing``)."""
+    entrypoint: str | None = None
+    """e2e: the kernel entrypoint the operator oracle found wrong."""
+    audit: E2EAudit | None = None
+    """e2e: the audit of the timed runs that found the candidate's tokens wrong."""
 
     def text(self) -> str:
         """The message with the file and line it names, if any."""
@@ -103,6 +142,17 @@ class Check(OpenRecord):
     rel_l2: float | None = None
     baseline_rel_l2: float | None = None
     rounding_mismatch: RoundingMismatch | None = None
+    params: dict[str, Json] | None = None
+    """A drawn held-out case's parameters."""
+    run: int | None = None
+    """Which call on the same inputs differed (2: the repeat of a call that matched)."""
+    command: str | None = None
+    """harness: the task's correctness command."""
+    worst: Number | None = None
+    """e2e: the operator oracle's worst error, relative to its tolerance."""
+    max_regret: Number | None = None
+    """e2e: the model oracle's largest regret of a token (nats)."""
+    mean_regret: Number | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -120,8 +170,41 @@ class Samples(OpenRecord):
 
 
 @attrs.frozen(kw_only=True)
+class CleanPhase(OpenRecord):
+    """The baseline alone, after the candidate's process was killed: block times (ms)."""
+
+    windows_ms: list[Number] | None = None
+    touch_windows_ms: list[Number] | None = None
+    """Blocks that only touch their inputs: the fixed cost of a block."""
+
+
+@attrs.frozen(kw_only=True)
+class Interference(OpenRecord):
+    """The baseline's time while the candidate's process was alive against alone after it."""
+
+    clean_baseline_ms: Number | None = None
+    interleaved_baseline_ms: Number | None = None
+    ratio: Number | None = None
+    limit: Number | None = None
+    input_copy_ms: dict[str, Number] | None = None
+    """Per side: the median time of the judge's copy of a block's inputs."""
+
+
+@attrs.frozen(kw_only=True)
+class TpotGate(OpenRecord):
+    """e2e: the p99 time per output token of each arm (ms) and the workload's limit."""
+
+    baseline_p99_ms: Number | None = None
+    candidate_p99_ms: Number | None = None
+    limit_ms: Number | None = None
+    passed: bool | None = None
+    """None where the workload sets no limit."""
+
+
+@attrs.frozen(kw_only=True)
 class PerformanceCase(OpenRecord):
-    """One timed case: median per-call times, the paired speedup, the raw samples."""
+    """One timed case: median per-call times, the paired speedup, the raw samples, and how the
+    judge timed it (its blocks, the clean phase, the interference check)."""
 
     case: str
     held_out: bool | None = None
@@ -135,6 +218,35 @@ class PerformanceCase(OpenRecord):
     reference_ms: float | None = None
     """The task's reference timed alone (``aka validate --run``)."""
     samples_ms: Samples | None = None
+    calls_per_block: int | None = None
+    estimate_ms: dict[str, Number] | None = None
+    """Per side: the first estimate of a call's time, which sets ``calls_per_block``."""
+    graph_fallback: str | None = None
+    """Why the case was timed eagerly: the baseline could not be captured in a CUDA graph."""
+    candidate_method: str | None = None
+    candidate_graph_failure: str | None = None
+    stop_reason: str | None = None
+    """``ci_target``, ``max_pairs``, ``time_cap`` or ``phase_limit``."""
+    audits: int | None = None
+    audit_sample_elements: int | None = None
+    seconds: Number | None = None
+    windows_ms: dict[str, list[Number]] | None = None
+    """Per side: each timed block's time (ms), the block's fixed cost included."""
+    overhead_interleaved_ms: Number | None = None
+    touch_windows_ms: list[Number] | None = None
+    input_copy_ms: dict[str, Number] | None = None
+    clean: CleanPhase | None = None
+    overhead_ms: Number | None = None
+    """The fixed cost of a block, subtracted from every window."""
+    interference: Interference | None = None
+    ratio_of_medians: Number | None = None
+    spread: Number | None = None
+    """e2e: the spread of the paired ratios."""
+    aa_floor: Number | None = None
+    aa_ratios: list[Number] | None = None
+    stopped: str | None = None
+    """e2e: why no further pair ran (``floor``, ``max_pairs``, ``time``)."""
+    p99_tpot: TpotGate | None = None
 
     def times(self) -> tuple[float, float, float | None] | None:
         """(baseline, candidate, speed of light) in ms when both medians are positive finite
@@ -157,6 +269,37 @@ class Performance(OpenRecord):
     method: list[str] | None = None
     description: str | None = None
     cases: list[PerformanceCase] | None = None
+    flush: str | None = None
+    """How the L2 cache was flushed before each block."""
+    gpu_lock_wait_s: Number | None = None
+    gpu_state: GpuStates | None = None
+    judge_block_steps_s: dict[str, Number] | None = None
+    """The judge's own seconds per step of its blocks (diagnostics)."""
+    unit: str | None = None
+    """e2e: what a case's times measure (ms per output token)."""
+    cpu_diagnostic: Performance | None = None
+    """e2e on a CPU: the timing the engines gave there, never scored."""
+
+
+@attrs.frozen(kw_only=True)
+class GpuState(OpenRecord):
+    """The GPU's clocks, temperature and power (``gpu_state.read``), or why they are unknown."""
+
+    sm_mhz: Number | None = None
+    memory_mhz: Number | None = None
+    temperature_c: Number | None = None
+    power_w: Number | None = None
+    clock_event_reasons: str | None = None
+    """The active clock-event reasons, a bit mask as nvidia-smi prints it."""
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GpuStates(OpenRecord):
+    """The GPU's state at the start and at the end of the timing phase."""
+
+    start: GpuState | None = None
+    end: GpuState | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -167,6 +310,17 @@ class Device(OpenRecord):
     vendor: str | None = None
     name: str | None = None
     architecture: str | None = None
+    compute_capability: Number | None = None
+    software: dict[str, str] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DeviceMemory(OpenRecord):
+    """The GPU's memory when the judge started; ``shared``: less than half of it was free."""
+
+    free_gib: Number | None = None
+    total_gib: Number | None = None
+    shared: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -176,14 +330,35 @@ class CompileOnly(OpenRecord):
     architecture: str | None = None
     built: list[str] = attrs.Factory(list)
     note: str = ""
+    sides: dict[str, dict[str, Json]] | None = None
+    """Per side: what its backend reported it built."""
+
+
+@attrs.frozen(kw_only=True)
+class SandboxRecord(OpenRecord):
+    """What confined one process (``sandbox.apply``), or why it was not."""
+
+    landlock_abi: int | None = None
+    filesystem: str | None = None
+    network: str | None = None
+    capabilities: str | None = None
+    scoped: list[str] | None = None
+    max_file_bytes: int | None = None
+    confined: bool | None = None
+    reason: str | None = None
+    error: str | None = None
 
 
 @attrs.frozen(kw_only=True)
 class Confinement(OpenRecord):
-    """How the runners were confined (each side's own record is in ``extra``)."""
+    """How the runners were confined: the operator judge records each side's sandbox under its
+    name, a harness or the e2e judge under ``sides``."""
 
     policy: str | None = None
     confined: bool = False
+    baseline: SandboxRecord | None = None
+    candidate: SandboxRecord | None = None
+    sides: dict[str, SandboxRecord] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -199,6 +374,8 @@ class Rules(OpenRecord):
 class CompileStep(OpenRecord):
     passed: bool | None = None
     seconds: float | None = None
+    sides: dict[str, dict[str, Json]] | None = None
+    """Per side: what its backend reported it built (e2e: each arm's kernel digest, load time)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -206,6 +383,223 @@ class EvaluatorIntegrity(OpenRecord):
     files: int
     digest: str
     unchanged: bool
+
+
+@attrs.frozen(kw_only=True)
+class WallClockCheck(OpenRecord):
+    """The judge's own clock agreed with the event time of every timed block."""
+
+    passed: bool | None = None
+    blocks: int | None = None
+    note: str | None = None
+
+
+# --------------------------------------------------------------------------- what the judge keeps
+
+
+@attrs.frozen(kw_only=True)
+class KernelCacheSave(OpenRecord):
+    """What the judge kept of a side's compiled kernels after its runner was gone."""
+
+    saved: bool = False
+    reason: str | None = None
+    seconds: Number | None = None
+    files: int | None = None
+    bytes: int | None = None
+    saved_at: Number | None = None
+
+
+@attrs.frozen(kw_only=True)
+class KernelCacheUse(OpenRecord):
+    """One side's compiled kernels (``kernel_cache``): restored before its runner started (or
+    why not), and kept after (``saved``)."""
+
+    key: str | None = None
+    """The first 16 hex digits of the entry's key; None where the side has no key."""
+    used: bool | None = None
+    reason: str | None = None
+    files: int | None = None
+    bytes: int | None = None
+    seconds: Number | None = None
+    saved: KernelCacheSave | None = None
+
+
+@attrs.frozen(kw_only=True)
+class WarmUse(OpenRecord):
+    """Whether the runners started ahead of the request (``warm``) served it, and why not."""
+
+    used: bool = False
+    reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RunnerOpStats(OpenRecord):
+    """One kind of request to a runner: how many, their round trips, the runner's busy time."""
+
+    count: int = 0
+    round_trip_s: Number | None = None
+    busy_s: Number | None = None
+    steps_s: dict[str, Number] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Diagnostics(OpenRecord):
+    runner_ops: dict[str, dict[str, RunnerOpStats]] | None = None
+    """Per side, per request kind (``init``, ``load``, ``call`` ...)."""
+
+
+# --------------------------------------------------------------------------- a harness's section
+
+
+@attrs.frozen(kw_only=True)
+class HarnessCommands(OpenRecord):
+    """The task's own commands that judged it (``aka_core.harness``)."""
+
+    compile: list[str] | None = None
+    correctness: list[str] | None = None
+    performance: list[str] | None = None
+    report: str | None = None
+    """The performance commands' JSON report, relative to the folder they ran in."""
+
+
+@attrs.frozen(kw_only=True)
+class HarnessStep(OpenRecord):
+    """One command a harness ran: its exit status (None: killed at its limit) and log."""
+
+    side: str | None = None
+    phase: str | None = None
+    command: str | None = None
+    exit: int | None = None
+    seconds: Number | None = None
+    log: str | None = None
+
+
+# --------------------------------------------------------------------------- e2e's section
+
+
+@attrs.frozen(kw_only=True)
+class E2EArm(OpenRecord):
+    """What an arm's engine reported when it loaded its kernel tree."""
+
+    kernel_digest: str | None = None
+    entrypoints_called: list[Json] | None = None
+    log: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolchainControl(OpenRecord):
+    """A control engine (a known-good Triton kernel) started when the candidate's failed."""
+
+    passed: bool = False
+    message: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RegretSummary(OpenRecord):
+    """The FP32 reference's verdict on an arm's sequences (``oracle.summarize``)."""
+
+    sequences: int | None = None
+    tokens: int | None = None
+    max_regret: Number | None = None
+    mean_regret: Number | None = None
+    max_logprob_error: Number | None = None
+    mismatches: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RegretAllowance(OpenRecord):
+    """The regrets the candidate may show: the workload's bounds, or twice the baseline's."""
+
+    max_regret: Number | None = None
+    mean_regret: Number | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ModelOracle(OpenRecord):
+    baseline: RegretSummary | None = None
+    candidate: RegretSummary | None = None
+    allowance: RegretAllowance | None = None
+    prompts: int | None = None
+    output_len: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class E2EOracle(OpenRecord):
+    operator: dict[str, dict[str, Number]] | None = None
+    """Per arm, per entrypoint: the worst error relative to its tolerance."""
+    model: ModelOracle | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AuditedRuns(OpenRecord):
+    runs: int | None = None
+    max_regret: Number | None = None
+    mean_regret: Number | None = None
+
+
+@attrs.frozen(kw_only=True)
+class E2EAudit(OpenRecord):
+    """A case's audit of its timed runs: a secret sample of each run's sequences, scored."""
+
+    sampled_per_run: int | None = None
+    baseline: AuditedRuns | None = None
+    candidate: AuditedRuns | None = None
+    allowance: RegretAllowance | None = None
+
+
+@attrs.frozen(kw_only=True)
+class E2ERun(OpenRecord):
+    """One timed run of an engine (``measure.RunSample``)."""
+
+    arm: str | None = None
+    pair: int | None = None
+    position: int | None = None
+    throughput: Number | None = None
+    duration_s: Number | None = None
+    tokens: int | None = None
+    requests: int | None = None
+    ttft_ms: list[Number] | None = None
+    tpot_ms: list[Number] | None = None
+    wall_start: Number | None = None
+
+
+@attrs.frozen(kw_only=True)
+class E2EPair(OpenRecord):
+    """A baseline run and a candidate run, in ``order``; ``ratio``: candidate / baseline
+    throughput."""
+
+    index: int | None = None
+    order: list[str] | None = None
+    ratio: Number | None = None
+    baseline: E2ERun | None = None
+    candidate: E2ERun | None = None
+
+
+@attrs.frozen(kw_only=True)
+class E2ESection(OpenRecord):
+    """The e2e judge's own section (``evaluation.e2e``): the workload, each arm's engine, the
+    oracles, and the raw pairs of the timing."""
+
+    arms: dict[str, E2EArm] | None = None
+    engine: str | None = None
+    model: str | None = None
+    workload_digest: str | None = None
+    weights_digest: str | None = None
+    lock: str | None = None
+    entrypoints: list[str] | None = None
+    editable: list[str] | None = None
+    correctness_seed: int | str | None = None
+    """The workload's seed, or ``secret`` where the held-out secret drew the prompts."""
+    prompts: str | None = None
+    added_files: list[str] | None = None
+    toolchain_control: ToolchainControl | None = None
+    oracle: E2EOracle | None = None
+    pairs: dict[str, list[E2EPair]] | None = None
+    audits: dict[str, E2EAudit] | None = None
+    tpot: dict[str, TpotGate] | None = None
+
+
+# --------------------------------------------------------------------------- the record
 
 
 @attrs.frozen(kw_only=True)
@@ -220,18 +614,29 @@ class EvaluationRecord(OpenRecord):
     trust: str | None = None
     trust_note: str | None = None
     phases: dict[str, float] | None = None
+    warm: WarmUse | None = None
+    kernel_cache: dict[str, KernelCacheUse] | None = None
+    """Per side: its compiled kernels from the store, and what was kept of them."""
+    harness: HarnessCommands | None = None
+    e2e: E2ESection | None = None
     device: Device | None = None
+    device_memory: DeviceMemory | None = None
     confinement: Confinement | None = None
     rules: Rules | None = None
     compile: CompileStep | None = None
     compile_only: CompileOnly | None = None
     correctness: Correctness | None = None
     performance: Performance | None = None
-    wall_clock_check: Json = None
-    """The judge's own clock agreed with every timed block (operator: a mapping; e2e: true)."""
+    wall_clock_check: WallClockCheck | bool | None = None
+    """The judge's own clock agreed with every timed block (operator: its check; e2e: true)."""
+    steps: list[HarnessStep] | None = None
+    """harness: every command run, in order."""
     failure: Failure | None = None
     traceback: str | None = None
     """A task that failed before its evaluation: where the lifecycle stopped."""
+    cleanup_error: str | None = None
+    """The judge's cleanup failed after its record was made."""
+    diagnostics: Diagnostics | None = None
     logs: dict[str, str] | None = None
     phases_wall: dict[str, float] | None = None
     wall_seconds: float | None = None
@@ -287,7 +692,6 @@ def _is_open(cls: Any) -> bool:
 def _structure_hook(cls: type[OpenRecord]) -> Any:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in attrs.fields(cls)} - OpenRecord._RESERVED
-    as_json = {f.name for f in attrs.fields(cls) if f.type in ("Json", Json)}
 
     def structure(data: Any, _: Any) -> OpenRecord:
         if not isinstance(data, Mapping):
@@ -295,7 +699,7 @@ def _structure_hook(cls: type[OpenRecord]) -> Any:
         known = {}
         for key, value in data.items():
             if key in names:
-                known[key] = value if key in as_json else converter.structure(value, hints[key])
+                known[key] = converter.structure(value, hints[key])
         extra = {str(k): v for k, v in data.items() if k not in names}
         return cls(**known, extra=extra, present=tuple(str(k) for k in data))
 
@@ -343,6 +747,50 @@ def _unstructure_hook(cls: type[OpenRecord]) -> Any:
     return unstructure
 
 
+_SCALARS = frozenset({bool, int, float, str, type(None)})
+
+
+def _is_scalar_union(cls: Any) -> bool:
+    """``int | float``, ``int | str | None``: a union of two or more JSON scalars (``float |
+    None`` is left to cattrs)."""
+    if typing.get_origin(cls) not in (typing.Union, types.UnionType):
+        return False
+    args = set(typing.get_args(cls))
+    return args <= _SCALARS and len(args - {type(None)}) >= 2
+
+
+def _scalar_union_hook(cls: Any) -> Any:
+    allowed = typing.get_args(cls)
+
+    def structure(value: Any, _: Any) -> Any:
+        # The value as it came, if it is one of the union's types (a bool is not a number).
+        if type(value) in allowed or (type(value) is int and float in allowed):
+            return value
+        raise TypeError(f"expected {cls}, found {type(value).__name__} {value!r:.60}")
+
+    return structure
+
+
+_JSON_KINDS = frozenset({bool, int, float, str, list, dict, type(None)})
+
+
+def _is_json(cls: Any) -> bool:
+    """``Json`` (also where ``typing.get_type_hints`` resolved its inner names, which makes
+    another union of the same kinds)."""
+    if typing.get_origin(cls) not in (typing.Union, types.UnionType):
+        return False
+    return {typing.get_origin(a) or a for a in typing.get_args(cls)} == _JSON_KINDS
+
+
+def _structure_wall_clock_check(value: Any, _: Any) -> WallClockCheck | bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    return converter.structure(value, WallClockCheck)
+
+
+converter.register_structure_hook_factory(_is_scalar_union, _scalar_union_hook)
+converter.register_structure_hook_func(_is_json, lambda value, _: value)  # kept as it came
+converter.register_structure_hook(WallClockCheck | bool | None, _structure_wall_clock_check)
 converter.register_structure_hook_factory(_is_open, _structure_hook)
 converter.register_unstructure_hook_factory(_is_open, _unstructure_hook)
 converter.register_unstructure_hook(FailureKind, lambda kind: kind.value)

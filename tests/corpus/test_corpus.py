@@ -76,6 +76,7 @@ def test_stored_solution_is_accepted_on_cpu(task_id: str, host: PluginHost) -> N
     assert result.candidate_accepted
     assert result.speedup_ratio is None and result.score == 0.0  # never a CPU timing
     assert "not measured" in result.evaluation.performance.reason_not_measured
+    assert result.evaluation.unknown_keys() == []  # every key the judge wrote has its field
 
 
 @pytest.mark.slow

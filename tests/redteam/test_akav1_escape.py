@@ -83,6 +83,7 @@ def test_the_candidates_code_run_by_the_tasks_commands_stays_in_its_workspace(
         assert result.pass_correctness is True, result.evaluation.failure
         assert result.evaluation.trust == "harness"
         assert result.evaluation.confinement.confined is True
+        assert result.evaluation.unknown_keys() == []  # every key a harness writes is typed
         assert not outside.exists() and not home_plant.exists()
         assert (task / "src" / "kernel.py").read_text().startswith("def scale")
     finally:

@@ -19,7 +19,7 @@ from aka_backend_e2e import workload as wl
 from aka_backend_e2e.judge import E2EJudge
 from aka_backend_e2e.variants import write_tiny_variant
 
-from aka_core.plugin import JudgeRequest, PluginHost, dump_yaml, load_plain_yaml, unstructure
+from aka_core.plugin import JudgeRequest, PluginHost, dump_yaml, load_plain_yaml
 from aka_core.testing import api, load_task, preserve_baseline
 
 REPO = Path(__file__).resolve().parents[3]
@@ -74,51 +74,59 @@ def evaluate(task_dir: Path, cand: Path, **kwargs):
 
 def test_the_baseline_as_candidate_is_accepted_and_timed_on_the_cpu(task_dir: Path) -> None:
     result = evaluate(task_dir, task_dir)
-    ev = unstructure(result.evaluation)
-    assert result.status == "completed", (result.error, ev.get("failure"))
+    ev = result.evaluation
+    assert result.status == "completed", (result.error, ev.failure)
     assert (result.pass_compilation, result.pass_correctness) == (True, True)
     assert result.candidate_accepted, result.acceptance
     assert result.score == 0.0 and result.speedup_ratio is None, "a CPU result is never paid"
-    perf = ev["performance"]
-    assert perf["measured"] is False and "no GPU" in perf["reason_not_measured"]
-    timing = perf["cpu_diagnostic"]
-    assert timing["speedup"] > 0 and len(timing["ci95"]) == 2, timing  # noisy: a diagnostic
-    (case,) = timing["cases"]
-    assert case["baseline_median_ms"] > 0 and case["candidate_median_ms"] > 0
-    assert ev["device"]["kind"] == "cpu"
-    e2e = ev["e2e"]
-    assert e2e["arms"]["baseline"]["kernel_digest"] == e2e["arms"]["candidate"]["kernel_digest"]
-    assert set(e2e["arms"]["candidate"]["entrypoints_called"]) >= {"rms_norm",
+    assert ev.unknown_keys() == []  # every key the judge wrote has its typed field
+    perf = ev.performance
+    assert perf is not None and perf.measured is False
+    assert "no GPU" in (perf.reason_not_measured or "")
+    timing = perf.cpu_diagnostic
+    assert timing is not None and timing.ci95 is not None
+    assert (timing.speedup or 0) > 0 and len(timing.ci95) == 2, timing  # noisy: a diagnostic
+    (case,) = timing.cases or []
+    assert (case.baseline_median_ms or 0) > 0 and (case.candidate_median_ms or 0) > 0
+    assert ev.device is not None and ev.device.kind == "cpu"
+    e2e = ev.e2e
+    assert e2e is not None and e2e.arms is not None
+    assert e2e.arms["baseline"].kernel_digest == e2e.arms["candidate"].kernel_digest
+    assert set(e2e.arms["candidate"].entrypoints_called or []) >= {"rms_norm",
                                                                    "fused_add_rms_norm"}
-    (pair,) = e2e["pairs"]["tiny_c2"]
-    assert pair["order"] == ["baseline", "candidate"] and pair["baseline"]["tokens"] == 24
-    model = e2e["oracle"]["model"]
-    assert model["candidate"]["max_regret"] <= model["allowance"]["max_regret"]
-    assert e2e["audits"]["tiny_c2"]["candidate"]["runs"] == 1
-    checks = ev["correctness"]["checks"]
-    assert any(c["case"].startswith("operator:rms_norm") for c in checks)
-    assert all(c["passed"] and c["held_out"] for c in checks), "secret seeds by default"
-    assert ev["confinement"]["policy"] == CONFINEMENT and set(ev["confinement"]["sides"]) == {
-        "baseline", "candidate"}
+    (pair,) = (e2e.pairs or {})["tiny_c2"]
+    assert pair.order == ["baseline", "candidate"]
+    assert pair.baseline is not None and pair.baseline.tokens == 24
+    model = e2e.oracle.model if e2e.oracle is not None else None
+    assert model is not None and model.candidate is not None and model.allowance is not None
+    assert (model.candidate.max_regret or 0) <= (model.allowance.max_regret or 0)
+    audited = (e2e.audits or {})["tiny_c2"].candidate
+    assert audited is not None and audited.runs == 1
+    checks = ev.correctness.checks if ev.correctness is not None else []
+    assert any((c.case or "").startswith("operator:rms_norm") for c in checks)
+    assert all(c.passed and c.held_out for c in checks), "secret seeds by default"
+    assert ev.confinement is not None and ev.confinement.policy == CONFINEMENT
+    assert set(ev.confinement.sides or {}) == {"baseline", "candidate"}
 
 
 def test_a_mutant_is_rejected_by_correctness(task_dir: Path, tmp_path: Path) -> None:
     wrong_eps = OTHER_NORM.replace("+ eps)", "+ 1e-2)")
     result = evaluate(task_dir, candidate(tmp_path, wrong_eps))
-    failure = unstructure(result.evaluation)["failure"]
+    failure = result.evaluation.failure
     assert result.status == "completed" and not result.candidate_accepted
     assert (result.pass_compilation, result.pass_correctness) == (True, False)
-    assert failure["kind"] == "correctness" and failure["entrypoint"] == "rms_norm", failure
+    assert failure is not None and failure.kind == "correctness", failure
+    assert failure.entrypoint == "rms_norm", failure
     assert result.evaluation.performance is None, "nothing timed after a wrong answer"
 
 
 def test_a_candidate_that_crashes_at_import_fails_to_build(task_dir: Path,
                                                           tmp_path: Path) -> None:
     result = evaluate(task_dir, candidate(tmp_path, "raise RuntimeError('boom at import')\n"))
-    failure = unstructure(result.evaluation)["failure"]
+    failure = result.evaluation.failure
     assert result.status == "completed" and not result.candidate_accepted
-    assert result.pass_compilation is False and failure["kind"] == "compile"
-    assert "boom at import" in failure["message"] and failure["arm"] == "candidate"
+    assert result.pass_compilation is False and failure is not None and failure.kind == "compile"
+    assert "boom at import" in failure.message and failure.arm == "candidate"
 
 
 def test_a_broken_baseline_is_the_tasks_fault(task_dir: Path, tmp_path: Path) -> None:
@@ -214,9 +222,10 @@ def test_a_candidate_engine_that_fails_its_warm_up_is_blamed_when_the_toolchain_
     pytest.importorskip("triton")
     result = evaluate(task_dir, candidate(tmp_path, WARMUP_CRASH))
     assert result.status == "completed" and not result.candidate_accepted
-    ev = unstructure(result.evaluation)
-    assert ev["failure"]["kind"] == "crashed"
-    assert ev["e2e"]["toolchain_control"] == {"passed": True}
+    ev = result.evaluation
+    assert ev.failure is not None and ev.failure.kind == "crashed"
+    control = ev.e2e.toolchain_control if ev.e2e is not None else None
+    assert control is not None and control.passed is True and control.message is None
 
 
 def test_a_toolchain_that_fails_a_known_good_kernel_too_is_the_evaluators_fault(
@@ -233,8 +242,9 @@ def test_a_toolchain_that_fails_a_known_good_kernel_too_is_the_evaluators_fault(
     monkeypatch.setattr(judge, "CANARY_TREE", broken)
     result = evaluate(task_dir, candidate(tmp_path, WARMUP_CRASH))
     assert result.status == "infra_error"
-    ev = unstructure(result.evaluation)
-    failure = ev["failure"]
-    assert failure["kind"] == "infra_error" and failure["retryable"]
-    assert "toolchain" in failure["message"]
-    assert ev["e2e"]["toolchain_control"]["passed"] is False
+    ev = result.evaluation
+    failure = ev.failure
+    assert failure is not None and failure.kind == "infra_error" and failure.retryable
+    assert "toolchain" in failure.message
+    assert ev.e2e is not None and ev.e2e.toolchain_control is not None
+    assert ev.e2e.toolchain_control.passed is False
