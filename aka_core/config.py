@@ -29,6 +29,8 @@ _PLUGIN_SECTIONS: tuple[tuple[str, tuple[str, str], tuple[str, str]], ...] = (
     ("scorer", ("scorer", "name"), ("scorer", "options")),
     ("executor", ("executor", "name"), ("executor", "options")),
 )
+# The plugins a run builds from their options before its first task (a scorer is built per score).
+_BUILT_BEFORE_A_RUN = ("agent", "executor")
 
 
 @attrs.frozen
@@ -80,20 +82,30 @@ def read_run_config(path: Path, host: PluginHost | None = None) -> LoadedRunConf
     return LoadedRunConfig(config=config, path=path, source=source)
 
 
-def check_agent_factory(config: RunConfig, host: PluginHost, path: Path,
-                        source: Any = None) -> None:
-    """Build the configured agent once, as each task will: options its schema cannot judge (a
-    replay ``source`` folder that does not exist) fail here, before a run starts, not in every
-    task. Raises ``ConfigError`` naming ``agent.options`` (its line from ``source``, the parsed
-    config, or from the file when not given)."""
-    try:
-        host.agent(config.agent.template).make(to_builtin(config.agent.options))
-    except Exception as exc:  # a plugin's own check: shown as a problem of the config
-        message = exc.problems[0].message if isinstance(exc, ConfigError) else str(exc)
-        raise ConfigError(Problem(
-            f"agent {config.agent.template!r} rejects its options: {message}", file=path,
-            line=line_of(load_yaml(path) if source is None else source, ["agent", "options"]),
-            field="agent.options")) from None
+def check_plugin_factories(config: RunConfig, host: PluginHost, path: Path,
+                           source: Any = None) -> None:
+    """Build the configured agent and executor once, as the run will: options their schemas
+    cannot judge (a replay ``source`` folder that does not exist, a docker mount that does not
+    parse) fail here, before a run starts, not in every task or once the run folder exists.
+    Raises ``ConfigError`` naming ``agent.options`` or ``executor.options`` (its line from
+    ``source``, the parsed config, or from the file when not given)."""
+    problems: list[Problem] = []
+    for kind, _, options_path in _PLUGIN_SECTIONS:
+        if kind not in _BUILT_BEFORE_A_RUN:
+            continue
+        section = getattr(config, kind)
+        name: str = section.template if kind == "agent" else section.name
+        try:
+            host.get(kind, name).record.make(to_builtin(section.options))
+        except Exception as exc:  # a plugin's own check: shown as a problem of the config
+            message = exc.problems[0].message if isinstance(exc, ConfigError) else str(exc)
+            if source is None:
+                source = load_yaml(path)
+            problems.append(Problem(
+                f"{kind} {name!r} rejects its options: {message}", file=path,
+                line=line_of(source, list(options_path)), field=".".join(options_path)))
+    if problems:
+        raise ConfigError(problems)
 
 
 def _check_plugins(config: RunConfig, host: PluginHost, path: Path, source: Any) -> list[Problem]:

@@ -42,8 +42,8 @@ class PluginRecord:
     """The attrs class the ``options`` (validated against ``config_schema``) are structured into,
     through the one converter (``aka_core.convert``), before ``factory`` gets them: typed values
     and the defaults of options left out, which match the schema's ``default`` (a core test
-    compares them). None: a plugin that takes no options, or one not yet ported: its factory
-    gets the options as a plain dict."""
+    compares them). None: a plugin that takes no options: its factory gets them as a plain
+    dict."""
 
     def make(self, options: Mapping[str, Any] | None = None) -> Any:
         """Build the implementation from a run config's ``options`` section: the one way the core

@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from aka_core import __version__, gpus, parallel
-from aka_core.config import check_agent_factory, read_run_config, resolve_tasks_directory
+from aka_core.config import check_plugin_factories, read_run_config, resolve_tasks_directory
 from aka_core.convert import structure, unstructure
 from aka_core.devices import probe
 from aka_core.errors import AkaError, ConfigError, Problem, UsageError
@@ -124,7 +124,7 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
     file is read once; every later check takes its lines from that reading."""
     loaded = read_run_config(config_path, host)  # resources are checked there too
     config, source_doc = loaded.config, loaded.source
-    check_agent_factory(config, host, config_path, source_doc)
+    check_plugin_factories(config, host, config_path, source_doc)
     _check_executor_name(config, source_doc)
     tasks_root = resolve_tasks_directory(config, config_path)
     _note_resources_left_to_executor(config)

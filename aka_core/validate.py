@@ -194,7 +194,7 @@ def _timing_checks(record: EvaluationRecord) -> list[dict[str, Any]]:
 def validate_paths(paths: list[Path], host: PluginHost, *, run: bool, device: str,
                    report_dir: Path | None, as_json: bool, report_file: Path | None = None
                    ) -> int:
-    from aka_core.config import check_agent_factory, load_run_config, resolve_tasks_directory
+    from aka_core.config import check_plugin_factories, load_run_config, resolve_tasks_directory
     from aka_core.selection import resolve_selectors
     from aka_core.yamlio import load_yaml
 
@@ -204,7 +204,7 @@ def validate_paths(paths: list[Path], host: PluginHost, *, run: bool, device: st
         if path.is_file():
             try:
                 config = load_run_config(path, host)
-                check_agent_factory(config, host, path)
+                check_plugin_factories(config, host, path)
                 root = resolve_tasks_directory(config, path)
                 resolve_selectors(list(config.tasks), root, host, source_file=path,
                                   source_doc=load_yaml(path))

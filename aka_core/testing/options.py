@@ -22,15 +22,15 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(unstructure(value)))
 
 
-def option_default_mismatches(record: PluginRecord, options_class: type | None = None) -> list[str]:
-    """Where ``record``'s options class (or ``options_class``) and its schema disagree: an option
-    only one of them has, a default that differs (an option without a schema ``default`` must
-    default to None, "not given"), an option without a default that the schema does not require.
-    Each problem names the plugin and the option; empty when they agree."""
+def option_default_mismatches(record: PluginRecord) -> list[str]:
+    """Where ``record``'s options class and its schema disagree: an option only one of them has,
+    a default that differs (an option without a schema ``default`` must default to None, "not
+    given"), an option without a default that the schema does not require. Each problem names the
+    plugin and the option; empty when they agree."""
     label = f"{record.kind} {record.name!r}"
     schema = record.config_schema or {}
     options = dict(schema.get("properties") or {})
-    cls = options_class or record.options_class
+    cls = record.options_class
     if cls is None:
         return [f"{label}: config_schema has options {sorted(options)} but the record has no "
                 "options_class"] if options else []

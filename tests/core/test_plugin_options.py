@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 import tomllib
 from pathlib import Path
@@ -16,21 +15,9 @@ from aka_core.testing.options import option_default_mismatches
 
 REPO = Path(__file__).resolve().parents[2]
 
-NOT_YET_TYPED: dict[str, str] = {
-    "executor 'docker'": "aka_executor_docker.options:DockerOptions",
-    "executor 'slurm'": "aka_executor_slurm.options:SlurmOptions",
-}
-"""Records whose factory still gets a plain dict, with the class their factory builds from it:
-compared all the same. An entry fails once its record declares ``options_class`` (remove it)."""
-
 
 def _distribution(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _class(path: str) -> type:
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def test_every_plugin_options_class_matches_its_schema_defaults() -> None:
@@ -40,14 +27,8 @@ def test_every_plugin_options_class_matches_its_schema_defaults() -> None:
             for p in REPO.glob("plugins/aka-*/pyproject.toml")}
     loaded = {_distribution(plugin["distribution"]) for plugin in host.describe()["plugins"]}
     assert ours <= loaded, f"plugin distributions not installed: {sorted(ours - loaded)}"
-    problems: list[str] = []
-    for reg in host.registered():
-        label = f"{reg.record.kind} {reg.record.name!r}"
-        pending = NOT_YET_TYPED.get(label)
-        if pending is not None and reg.record.options_class is not None:
-            problems.append(f"{label} declares options_class now: remove it from NOT_YET_TYPED")
-        problems += option_default_mismatches(
-            reg.record, _class(pending) if pending and reg.record.options_class is None else None)
+    problems = [problem for reg in host.registered()
+                for problem in option_default_mismatches(reg.record)]
     assert not problems, "\n".join(problems)
 
 

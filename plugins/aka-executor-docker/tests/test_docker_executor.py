@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 import pytest
-from aka_executor_docker import aka_register_executors, make_executor
+from aka_executor_docker import aka_register_executors
 from aka_executor_docker.engine import (
     LABEL_RUN,
     ContainerSpec,
@@ -331,7 +331,7 @@ def test_gpu_not_visible_in_the_container(client: Any, tmp_path: Path,
     run = RunInfo.of(open_run(_cpu_run(tmp_path), PluginHost()))
     gpu_run = attrs.evolve(run, device="cuda",
                            config=attrs.evolve(run.config, target_gpu_model="H200"))
-    executor = make_executor({"image": IMAGE, "gpus": "none"})
+    executor = aka_register_executors()[0].make({"image": IMAGE, "gpus": "none"})
     with pytest.raises(DockerError, match="no GPU visible inside a container"):
         executor.preflight(client, gpu_run, "none")
 
@@ -339,7 +339,7 @@ def test_gpu_not_visible_in_the_container(client: Any, tmp_path: Path,
 def test_gpu_request_without_the_nvidia_toolkit(client: Any) -> None:
     if "nvidia" in (client.info().get("Runtimes") or {}) or os.path.exists("/dev/nvidiactl"):
         pytest.skip("this engine can pass NVIDIA GPUs through")
-    executor = make_executor({"image": IMAGE})
+    executor = aka_register_executors()[0].make({"image": IMAGE})
     with pytest.raises(DockerError, match="NVIDIA Container Toolkit"):
         executor.container_facts(client, GpuPassthrough(vendor="nvidia"))
 

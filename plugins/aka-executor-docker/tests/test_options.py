@@ -16,19 +16,26 @@ from aka_executor_docker.engine import (
     create_kwargs,
     gpu_settings,
 )
-from aka_executor_docker.executor import agent_needs_network
+from aka_executor_docker.executor import DockerExecutor, agent_needs_network
 from aka_executor_docker.options import DockerOptions, Mount, parse_mount
 from jsonschema import Draft202012Validator
 
-from aka_core.plugin import AgentSpec, RunConfig, gpus, hookimpl, structure
-from aka_core.testing import executor_run
+from aka_core.plugin import AgentSpec, RunConfig, gpus, hookimpl, structure, unstructure
+from aka_core.testing import cli_main, executor_run, write_task
+
+RECORD = aka_register_executors()[0]
+
+
+def executor(options: dict) -> DockerExecutor:
+    """The executor as a run builds it: its options typed through the record."""
+    return RECORD.make(options)
 
 
 def test_registered_through_the_host(register_plugin) -> None:
     import aka_executor_docker
 
     assert register_plugin(aka_executor_docker).executor("docker").factory is make_executor
-    assert aka_register_executors()[0].config_schema is CONFIG_SCHEMA
+    assert RECORD.config_schema is CONFIG_SCHEMA and RECORD.options_class is DockerOptions
 
 
 @pytest.mark.parametrize("options", [
@@ -55,9 +62,12 @@ def test_schema_rejects(options: dict) -> None:
 
 
 def test_defaults_limit_memory_and_processes() -> None:
-    opts = DockerOptions.from_options({"image": "x"})
+    opts = executor({"image": "x"}).options
+    assert opts == DockerOptions(image="x")
     assert (opts.gpus, opts.vendor, opts.memory, opts.pids_limit) == ("all", "auto", "32g", 4096)
-    assert make_executor({"image": "x", "gpus": [0, "GPU-1"]}).options.gpus == ("0", "GPU-1")
+    assert executor({"image": "x", "gpus": [0, "GPU-1"]}).options.gpus == ("0", "GPU-1")
+    typed = executor({"image": "x", "cpus": 2, "pass_env": ["A"], "memory": None}).options
+    assert (typed.cpus, typed.pass_env, typed.memory) == (2.0, ("A",), None)
 
 
 def test_mounts_are_read_only_unless_rw_and_credentials_always(tmp_path: Path) -> None:
@@ -66,11 +76,71 @@ def test_mounts_are_read_only_unless_rw_and_credentials_always(tmp_path: Path) -
                                                        read_only=False)
     assert parse_mount({"source": str(tmp_path), "target": "/x", "read_only": False}).read_only \
         is False
-    opts = DockerOptions.from_options({"image": "x", "credentials": [f"{tmp_path}:/c:rw"]})
-    assert opts.credentials[0].read_only is True
     assert parse_mount("~/key").source == Path.home() / "key"
     with pytest.raises(ValueError, match="SOURCE"):
         parse_mount("/a:/b:/c")
+    opts = executor({"image": "x", "credentials": [f"{tmp_path}:/c:rw"],
+                     "mounts": [f"{tmp_path}:/data:rw", {"source": "~/srv", "target": "/srv"}]}).options
+    assert opts.credentials == (Mount(source=tmp_path, target="/c", read_only=True),)
+    assert opts.mounts == (Mount(source=tmp_path, target="/data", read_only=False),
+                           Mount(source=Path.home() / "srv", target="/srv"))
+
+
+def test_typed_options_survive_a_round_trip(tmp_path: Path) -> None:
+    opts = executor({"image": "x", "gpus": [1], "mounts": [f"{tmp_path}:/d:rw"],
+                     "credentials": [str(tmp_path)]}).options
+    assert structure(unstructure(opts), DockerOptions) == opts
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"mounts": ["/a", "/a:/b:/c"]},
+     "mounts[1]: mount '/a:/b:/c': expected SOURCE[:TARGET][:ro|rw]"),
+    ({"credentials": ["/k:/a:/b"]},
+     "credentials[0]: mount '/k:/a:/b': expected SOURCE[:TARGET][:ro|rw]"),
+    ({"mounts": [{"target": "/x"}]},
+     "mounts[0]: mount {'target': '/x'}: expected SOURCE[:TARGET][:ro|rw] or "
+     "{source, target, read_only}"),
+    ({"mounts": "/a:/b"}, "mounts: expected a list of mounts, got '/a:/b'"),
+])
+def test_a_bad_mount_names_its_field_and_entry(options: dict, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        executor({"image": "x", **options})
+    assert str(caught.value) == message
+
+
+def write_config(tmp_path: Path, executor_options: str) -> Path:
+    write_task(tmp_path / "tasks", "demo/a")
+    path = tmp_path / "run.yaml"
+    path.write_text("agent: {template: noop}\n"
+                    "tasks: [demo]\n"
+                    "target_gpu_model: cpu\n"
+                    "executor:\n"
+                    "  name: docker\n"
+                    "  options:\n"
+                    "    image: x\n" + executor_options, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_bad_mount_in_a_config_names_file_line_and_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    config = write_config(tmp_path, "    mounts: [/data, '/a:/b:/c']\n")
+    args = [command, str(config)]
+    if command == "run":
+        args += ["--output-root", str(tmp_path / "out"), "--no-progress"]
+    assert cli_main(args) == 2
+    shown = capsys.readouterr()
+    assert (f"{config}:6: executor.options: executor 'docker' rejects its options: mounts[1]: "
+            "mount '/a:/b:/c': expected SOURCE[:TARGET][:ro|rw]") in shown.out + shown.err
+    assert not (tmp_path / "out").exists(), "nothing is created for an invalid config"
+
+
+def test_schema_errors_name_file_line_and_field(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path, "    mount: [/data]\n")
+    assert cli_main(["validate", str(config)]) == 2
+    assert (f"{config}:8: executor.options.mount: unknown key (did you mean 'mounts'?)"
+            in capsys.readouterr().out)
 
 
 def test_nvidia_gpus_by_device_request() -> None:
@@ -106,14 +176,14 @@ def test_container_settings(tmp_path: Path) -> None:
 
 
 def test_gpus_only_for_runs_that_evaluate_on_a_gpu() -> None:
-    executor = make_executor({"image": "x"})
+    every = executor({"image": "x"})
     cpu, h200, mi300x = (gpus.gpu_model(name) for name in ("cpu", "H200", "MI300X"))
-    assert executor.gpu_for(cpu, "cpu") is None
-    assert executor.gpu_for(h200, "cpu") is None           # evaluation.device: cpu
-    assert executor.gpu_for(h200, "cuda") == GpuPassthrough(vendor="nvidia")
-    assert executor.gpu_for(mi300x, "cuda") == GpuPassthrough(vendor="amd")
-    assert make_executor({"image": "x", "gpus": "none"}).gpu_for(h200, "cuda") is None
-    assert make_executor({"image": "x", "gpus": [3], "vendor": "amd"}).gpu_for(
+    assert every.gpu_for(cpu, "cpu") is None
+    assert every.gpu_for(h200, "cpu") is None           # evaluation.device: cpu
+    assert every.gpu_for(h200, "cuda") == GpuPassthrough(vendor="nvidia")
+    assert every.gpu_for(mi300x, "cuda") == GpuPassthrough(vendor="amd")
+    assert executor({"image": "x", "gpus": "none"}).gpu_for(h200, "cuda") is None
+    assert executor({"image": "x", "gpus": [3], "vendor": "amd"}).gpu_for(
         h200, "cuda") == GpuPassthrough(vendor="amd", ids=("3",))
 
 
@@ -146,5 +216,5 @@ def test_no_engine_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_no_tasks_contacts_no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/docker.sock")
     calls: list[str] = []
-    make_executor({"image": "x"}).execute(executor_run(tmp_path / "run", [], calls.append))
+    executor({"image": "x"}).execute(executor_run(tmp_path / "run", [], calls.append))
     assert calls == []

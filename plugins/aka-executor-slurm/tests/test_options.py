@@ -42,7 +42,19 @@ class TestSlurmContract(ExecutorContract):
 def test_registered_through_the_host(register_plugin) -> None:
     import aka_executor_slurm
 
-    assert register_plugin(aka_executor_slurm).executor("slurm").factory is make_executor
+    record = register_plugin(aka_executor_slurm).executor("slurm")
+    assert record.factory is make_executor and record.options_class is SlurmOptions
+
+
+def test_options_reach_the_executor_typed() -> None:
+    made = TestSlurmContract.record.make({"gpus_per_task": 1, "poll_seconds": 5,
+                                          "container_mounts": ["/a:/a"],
+                                          "environment": {"A": "1"}})
+    assert made.options == SlurmOptions(gpus_per_task=1, poll_seconds=5.0,
+                                        container_mounts=("/a:/a",), environment={"A": "1"})
+    assert TestSlurmContract.record.make({"gpus_per_task": "h200:2"}).options.gres_list() \
+        == "gpu:h200:2"
+    assert TestSlurmContract.record.make(None).options == SlurmOptions()
 
 
 def write_config(tmp_path: Path, executor_options: str) -> Path:
@@ -79,7 +91,8 @@ def test_bad_options_fail_with_file_and_line(tmp_path: Path, capsys, options: st
 def test_sbatch_missing_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(AkaError, match="not on PATH: sbatch, squeue, scancel"):
-        make_executor({}).execute(executor_run(tmp_path, ["demo/a"], lambda task_id: None))
+        TestSlurmContract.record.make({}).execute(
+            executor_run(tmp_path, ["demo/a"], lambda task_id: None))
 
 
 # --------------------------------------------------------------------------- batch scripts

@@ -23,6 +23,7 @@ def aka_register_executors() -> list[ExecutorSpec]:
             factory=make_executor,
             description="Each task in a container of an aka image (GPU passed through)",
             config_schema=CONFIG_SCHEMA,
+            options_class=DockerOptions,
             # The GPU is checked against the target inside each container, where torch sees it.
             runs_elsewhere=True,
         )

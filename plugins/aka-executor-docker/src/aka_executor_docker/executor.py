@@ -331,8 +331,10 @@ class DockerExecutor:
                         outcome=describe(outcome, spec), log=str(final))
 
 
-def make_executor(options: Mapping[str, Any]) -> DockerExecutor:
-    return DockerExecutor(DockerOptions.from_options(options))
+def make_executor(options: DockerOptions) -> DockerExecutor:
+    """The record's factory: ``options`` typed by the core from the run config's
+    ``executor.options`` (``ExecutorSpec.make``)."""
+    return DockerExecutor(options)
 
 
 def plugins_missing(facts: Mapping[str, Any]) -> tuple[list[str], bool]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import attrs
+from cattrs.gen import override
 
 _SIZE = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?[bkmgBKMG]?$"}
 _MOUNT = {
@@ -106,36 +107,57 @@ def parse_mount(spec: str | Mapping[str, Any], *, force_read_only: bool = False)
                  read_only=read_only or force_read_only)
 
 
+def _mounts_hook(field: str, *, force_read_only: bool = False) -> Any:
+    """The converter's hook for a list of mounts: each entry parsed; one that does not parse is
+    named by its field and index (``mounts[1]: mount '/a:/b:/c': expected ...``)."""
+
+    def structure_mounts(value: Any, _: Any) -> tuple[Mount, ...]:
+        if isinstance(value, str | Mapping):  # one mount where a list of them belongs
+            raise ValueError(f"{field}: expected a list of mounts, got {value!r}")
+        parsed = []
+        for index, spec in enumerate(value):
+            try:
+                parsed.append(parse_mount(spec, force_read_only=force_read_only))
+            except ValueError as exc:
+                raise ValueError(f"{field}[{index}]: {exc}") from None
+            except (KeyError, TypeError, AttributeError):
+                raise ValueError(f"{field}[{index}]: mount {spec!r}: expected "
+                                 "SOURCE[:TARGET][:ro|rw] or {source, target, read_only}") from None
+        return tuple(parsed)
+
+    return override(struct_hook=structure_mounts)
+
+
+def _structure_gpus(value: Any, _: Any) -> str | tuple[str, ...]:
+    """``all``, ``none``, or GPU indices or UUIDs, kept as strings (``[0, "GPU-1"]``)."""
+    return value if isinstance(value, str) else tuple(str(gpu) for gpu in value)
+
+
+# The types of the fields the converter structures through a hook of their own.
+Gpus = Annotated[str | tuple[str, ...], override(struct_hook=_structure_gpus)]
+Mounts = Annotated[tuple[Mount, ...], _mounts_hook("mounts")]
+Credentials = Annotated[tuple[Mount, ...], _mounts_hook("credentials", force_read_only=True)]
+
+
 @attrs.frozen(kw_only=True)
 class DockerOptions:
-    """Validated options with their defaults (see ``CONFIG_SCHEMA`` for each one's meaning)."""
+    """The typed options (``ExecutorSpec.options_class``): the run config's ``executor.options``,
+    checked against ``CONFIG_SCHEMA`` (which says what each one means) and structured through the
+    one converter, mounts and credentials parsed into ``Mount`` (credentials always read-only)."""
 
     image: str
-    gpus: str | tuple[str, ...] = "all"
+    gpus: Gpus = "all"
     vendor: str = "auto"
     memory: str | None = "32g"
     shm_size: str = "2g"
     cpus: float | None = None
     pids_limit: int = 4096
     agent_network: str = "bridge"
-    mounts: tuple[Mount, ...] = ()
-    credentials: tuple[Mount, ...] = ()
+    mounts: Mounts = ()
+    credentials: Credentials = ()
     pass_env: tuple[str, ...] = ()
     user: str | None = None
     python: str = "python3"
     timeout_seconds: float | None = None
     keep_containers: bool = False
     separate_evaluation: str = "auto"
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> DockerOptions:
-        data = dict(options)
-        gpus = data.pop("gpus", "all")
-        return cls(
-            gpus=gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus),
-            mounts=tuple(parse_mount(m) for m in data.pop("mounts", ())),
-            credentials=tuple(parse_mount(c, force_read_only=True)
-                              for c in data.pop("credentials", ())),
-            pass_env=tuple(data.pop("pass_env", ())),
-            **data,
-        )

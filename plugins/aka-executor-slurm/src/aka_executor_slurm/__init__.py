@@ -7,15 +7,15 @@ containers.
 
 from __future__ import annotations
 
-from typing import Any
-
 from aka_core.plugin import ExecutorSpec, hookimpl
 from aka_executor_slurm.executor import SlurmExecutor
 from aka_executor_slurm.options import CONFIG_SCHEMA, SlurmOptions
 
 
-def make_executor(options: dict[str, Any]) -> SlurmExecutor:
-    return SlurmExecutor(SlurmOptions(**options))
+def make_executor(options: SlurmOptions) -> SlurmExecutor:
+    """The record's factory: ``options`` typed by the core from the run config's
+    ``executor.options`` (``ExecutorSpec.make``)."""
+    return SlurmExecutor(options)
 
 
 @hookimpl
@@ -26,6 +26,7 @@ def aka_register_executors() -> list[ExecutorSpec]:
             factory=make_executor,
             description="Each task as a Slurm job (sbatch); results in the shared run directory",
             config_schema=CONFIG_SCHEMA,
+            options_class=SlurmOptions,
             runs_elsewhere=True,
         )
     ]

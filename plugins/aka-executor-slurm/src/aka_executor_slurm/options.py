@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import attrs
+from cattrs.gen import override
 
 _STRING = {"type": "string", "minLength": 1}
 
@@ -105,13 +106,26 @@ def _mapping(value: Mapping[str, str]) -> dict[str, str]:
     return dict(value)
 
 
+def _structure_gpus_per_task(value: Any, _: Any) -> int | str | None:
+    """A count (``1``) stays a number, ``TYPE:COUNT`` (``h200:1``) a string, as the schema has
+    them; the converter has no rule of its own for this union."""
+    return value
+
+
+GpusPerTask = Annotated[int | str | None, override(struct_hook=_structure_gpus_per_task)]
+
+
 @attrs.frozen(kw_only=True)
 class SlurmOptions:
+    """The typed options (``ExecutorSpec.options_class``): the run config's ``executor.options``,
+    checked against ``CONFIG_SCHEMA`` and structured through the one converter. Built directly
+    (tests, callers), lists become tuples and the environment a dict of its own."""
+
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
     time: str | None = None
-    gpus_per_task: int | str | None = None
+    gpus_per_task: GpusPerTask = None
     gres: str | None = None
     cpus_per_task: int | None = None
     mem: str | None = None
