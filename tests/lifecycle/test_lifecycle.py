@@ -227,7 +227,8 @@ def test_correct_candidate_result_keeps_each_question_in_its_own_field(shared: S
     assert {g.name: g.passed for g in result.acceptance.gates} == {
         "compiles": True, "correct": True, "protected_files_unchanged": True,
         "evaluator_files_untouched": True, "confined": True}
-    assert result.evaluation.confinement.extra["candidate"]["filesystem"] == "allowlist"
+    sandbox = result.evaluation.confinement.candidate
+    assert sandbox is not None and sandbox.filesystem == "allowlist"
     assert result.evaluation.evaluator_integrity.unchanged is True
     assert result.integrity is not None and result.integrity.changed_files == ("kernel.py",)
 
