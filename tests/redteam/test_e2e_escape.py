@@ -48,6 +48,7 @@ _model = _sys.modules["aka_backend_e2e.model"]
 
 
 def _server():
+    _gc.unfreeze()  # the engine freezes its objects after loading: out of get_objects' sight
     return next(o for o in _gc.get_objects() if type(o).__name__ == "EngineServer")
 
 

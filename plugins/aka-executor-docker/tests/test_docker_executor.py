@@ -183,7 +183,7 @@ def test_triton_task_in_a_container(docker_image: str, tmp_path: Path) -> None:
     result = read_task_result(run_gelu_replay(docker_image, tmp_path) / "task_result.yaml")
     assert (result.status, result.pass_compilation, result.pass_correctness) == (
         "completed", True, True), result.error or result.acceptance
-    assert result.evaluation.device.extra["software"]["mode"].startswith("interpreter")
+    assert result.evaluation.device.software["mode"].startswith("interpreter")
 
 
 def test_agent_and_evaluation_in_two_containers(docker_image: str, tmp_path: Path) -> None:
