@@ -15,21 +15,10 @@ from typing import Any
 
 import attrs
 
+from aka_core.builtin.operator_tasks import load_task
 from aka_core.devices import gpu_visible_quick, no_gpu_device_files, probe
 from aka_core.errors import AkaError, UsageError
 from aka_core.evaluation.record import EvaluationRecord
-from aka_core.host import PluginHost
-from aka_core.lifecycle import (
-    EvaluationOptions,
-    TaskContext,
-    compile_only_architecture,
-    cpu_unrunnable,
-    evaluate,
-    evaluate_and_score,
-    format_judge,
-    now_iso,
-    protected_paths,
-)
 from aka_core.models import (
     TASK_FILE,
     AgentConfig,
@@ -40,10 +29,21 @@ from aka_core.models import (
     Task,
     TaskResult,
 )
-from aka_core.operator_tasks import load_task
-from aka_core.run import create_run, execute_run, read_run_file
+from aka_core.plugin.host import PluginHost
+from aka_core.run.execute import create_run, execute_run, read_run_file
+from aka_core.run.lifecycle import (
+    EvaluationOptions,
+    TaskContext,
+    compile_only_architecture,
+    cpu_unrunnable,
+    evaluate,
+    evaluate_and_score,
+    format_judge,
+    now_iso,
+    protected_paths,
+)
+from aka_core.run.workspace import copy_task, overlay_editable, prepare_workspace, preserve_baseline
 from aka_core.tails import tail
-from aka_core.workspace import copy_task, overlay_editable, prepare_workspace, preserve_baseline
 
 
 @attrs.frozen

@@ -22,7 +22,7 @@ log = structlog.get_logger("aka.cli")
 
 
 def _host() -> Any:
-    from aka_core.host import PluginHost
+    from aka_core.plugin.host import PluginHost
 
     return PluginHost()
 
@@ -36,8 +36,8 @@ def _print_json(data: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from aka_core.logging_setup import configure_logging
-    from aka_core.reports import render_text, summary_rows
-    from aka_core.run import create_run, execute_run
+    from aka_core.run.execute import create_run, execute_run
+    from aka_core.run.reports import render_text, summary_rows
 
     host = _host()
     if args.resume and args.config:
@@ -53,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import attrs
 
     from aka_core.models import RunConfig
-    from aka_core.run import read_run_file
+    from aka_core.run.execute import read_run_file
 
     _CURRENT_RUN[0] = str(run_dir)
     meta = read_run_file(run_dir)
@@ -88,7 +88,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_run_task(args: argparse.Namespace) -> int:
-    from aka_core.run import run_one_task
+    from aka_core.run.execute import run_one_task
 
     result = run_one_task(Path(args.run_dir).resolve(), args.task_id, _host(), phase=args.phase)
     print("agent_done" if result is None else result.status)
@@ -101,7 +101,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(data)
         return EXIT_OK
-    from aka_core.reports import format_table
+    from aka_core.run.reports import format_table
 
     rows = [[p["kind"], p["name"], p["distribution"], p["version"] or "-",
              "builtin" if p["builtin"] else "entry point"] for p in data["plugins"]]
@@ -113,7 +113,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from aka_core.validate import validate_paths
+    from aka_core.commands.validate import validate_paths
 
     return validate_paths([Path(p) for p in args.paths], _host(), run=args.run,
                           device=args.device, report_dir=Path(args.report_dir)
@@ -122,7 +122,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_task_new(args: argparse.Namespace) -> int:
-    from aka_core.task_builder import draft_task
+    from aka_core.authoring.task_builder import draft_task
 
     draft = draft_task(Path(args.from_reference), name=args.name,
                        out=Path(args.out) if args.out else None, backend=args.backend,
@@ -138,10 +138,10 @@ def cmd_task_new(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     from aka_core import gpus
-    from aka_core.config import load_run_config, resolve_tasks_directory
-    from aka_core.operator_tasks import load_task
-    from aka_core.reports import format_table
-    from aka_core.selection import discover_tasks, resolve_selectors
+    from aka_core.builtin.operator_tasks import load_task
+    from aka_core.run.config import load_run_config, resolve_tasks_directory
+    from aka_core.run.reports import format_table
+    from aka_core.run.selection import discover_tasks, resolve_selectors
 
     host = _host()
     target = args.target
@@ -284,7 +284,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from aka_core import export
+    from aka_core.commands import export
 
     fmt = args.format or ("parquet" if str(args.output).endswith(".parquet") else "jsonl")
     count = export.write([Path(r) for r in args.runs], Path(args.output), fmt,
@@ -294,8 +294,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from aka_core.reports import render_text, summary_document, summary_rows, write_reports
-    from aka_core.results import load_run
+    from aka_core.run.reports import render_text, summary_document, summary_rows, write_reports
+    from aka_core.run.results import load_run
 
     record = load_run(Path(args.run_dir))
     results = [record.results[t] for t in record.task_ids if t in record.results]
@@ -320,7 +320,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from aka_core.compare import compare_runs, comparison_as_dict, render_comparison
+    from aka_core.commands.compare import compare_runs, comparison_as_dict, render_comparison
 
     side_a = [Path(p) for p in args.run_a.split(",")]
     side_b = [Path(p) for p in args.run_b.split(",")]
@@ -345,7 +345,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_selfcheck(args: argparse.Namespace) -> int:
-    from aka_core.selfcheck import render, selfcheck
+    from aka_core.commands.selfcheck import render, selfcheck
 
     result = selfcheck(Path(args.workspace), _host(), device=args.device,
                        timing=not args.no_timing)
@@ -359,9 +359,9 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
 
 
 def cmd_check_agents(args: argparse.Namespace) -> int:
-    from aka_core.agent_runtime import AgentCheck
-    from aka_core.config import load_run_config
-    from aka_core.records import CheckedAgent
+    from aka_core.kits.agent_runtime import AgentCheck
+    from aka_core.plugin.records import CheckedAgent
+    from aka_core.run.config import load_run_config
 
     host = _host()
     checks: list[AgentCheck] = []
@@ -388,7 +388,7 @@ def cmd_check_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    from aka_core.smoke import as_dicts, render, smoke
+    from aka_core.commands.smoke import as_dicts, render, smoke
 
     checks = smoke(_host(), executor=args.executor, target_gpu_model=args.target,
                    image=args.image)

@@ -77,7 +77,7 @@ class EvaluationConfig:
     agents cannot read it."""
     measure_performance: bool = True
     confinement: Confinement = "required"
-    """How the runners that execute candidate and baseline code are confined (aka_core.sandbox):
+    """How the runners that execute candidate and baseline code are confined (aka_core.evaluation.sandbox):
     ``required`` fails the evaluation as an infra_error where this host cannot confine them,
     ``best_effort`` confines what it can and says so in the record, ``off`` does not confine."""
 
@@ -168,7 +168,7 @@ class TimingPolicy:
 
 @attrs.frozen(kw_only=True)
 class Cost:
-    """The least work a call can do, as expressions over a case's params (``aka_core.cost``):
+    """The least work a call can do, as expressions over a case's params (``aka_core.evaluation.cost``):
     bytes that must cross device memory (inputs read once, outputs written once) and FLOPs.
     A measured time below what the target GPU's peak allows is impossible and rejected."""
 
@@ -179,7 +179,7 @@ class Cost:
 @attrs.frozen(kw_only=True)
 class Harness:
     """A task whose own commands build, check and time its code (a task format that predates
-    the judge): run in the workspace, in a sandbox, by ``aka_core.harness``. Its record says
+    the judge): run in the workspace, in a sandbox, by ``aka_core.evaluation.harness``. Its record says
     ``trust: harness``: the task's commands decide correctness and time, so the trusted judge's
     guarantees (secret inputs, audits, the judge's clock) do not apply."""
 
@@ -336,7 +336,7 @@ class AgentExecution:
     message: str | None = None
     usage: AgentUsage = attrs.Factory(AgentUsage)
     confinement: dict[str, Any] | None = None
-    """How the agent was confined (``aka_core.agent_sandbox``); None for in-process agents."""
+    """How the agent was confined (``aka_core.kits.agent_sandbox``); None for in-process agents."""
     attempts: int = 1
     """How many times the agent was started for this task (retries after rate limits or
     infrastructure failures included); this record is of the last attempt."""

@@ -10,7 +10,7 @@ given oldest first: a later run's row for a task replaces an earlier run's. Per 
 - *A/A*: the baseline timed against itself (the validate section's `aa`, else the median of
   the aa section's evaluations);
 - *SOL baseline / solution*: the speed-of-light time of a call (the task's declared bytes and
-  FLOPs at the target's datasheet bandwidth and peak, `aka_core.cost`) over the measured time,
+  FLOPs at the target's datasheet bandwidth and peak, `aka_core.evaluation.cost`) over the measured time,
   geometric mean over the task's visible cases: 1.0 would be the hardware limit;
 - *run*: the results folder the solution's numbers come from.
 
@@ -54,7 +54,7 @@ def geomean(values: list[float]) -> float | None:
 
 def sol_fractions(task: Any, replay: dict[str, Any], model: Any) -> tuple[float | None, ...]:
     """Speed of light over measured time, baseline and solution, over the visible cases."""
-    from aka_core import cost
+    from aka_core.evaluation import cost
 
     if task.cost is None:
         return None, None
@@ -108,9 +108,9 @@ def level(task: Any) -> str:
 
 def build(runs: list[Path], target: str) -> tuple[str, dict[str, Any]]:
     from aka_core import gpus
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
-    from aka_core.selection import discover_tasks
+    from aka_core.builtin.operator_tasks import load_task
+    from aka_core.plugin.host import PluginHost
+    from aka_core.run.selection import discover_tasks
 
     host = PluginHost()
     model = gpus.gpu_model(target)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from aka_core.host import PluginHost
-from aka_core.operator_tasks import load_task
+from aka_core.builtin.operator_tasks import load_task
+from aka_core.plugin.host import PluginHost
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -211,8 +211,8 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
     args.out.mkdir(parents=True, exist_ok=True)
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
+    from aka_core.builtin.operator_tasks import load_task
+    from aka_core.plugin.host import PluginHost
 
     names = args.tasks or sorted(p.name for p in TASKS.iterdir() if (p / "workload.yaml").is_file())
     bench = Bench(args, args.out)

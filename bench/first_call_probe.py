@@ -48,11 +48,11 @@ def recorder_first_use() -> None:
 
 
 def probe(task_id: str, index: int) -> None:
+    from aka_core.builtin.operator_tasks import load_task
     from aka_core.evaluation.judge import draw_held_out
     from aka_core.evaluation.runner import _OpRecorder
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
-    from aka_core.python_backend import PythonBackend
+    from aka_core.kits.python_backend import PythonBackend
+    from aka_core.plugin.host import PluginHost
 
     host = PluginHost()
     task = load_task(ROOT / "tasks" / task_id, task_id, host)

@@ -46,8 +46,8 @@ def task_ids() -> list[str]:
 
 
 def load(task_id: str) -> Any:
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
+    from aka_core.builtin.operator_tasks import load_task
+    from aka_core.plugin.host import PluginHost
 
     return load_task(TASKS / task_id, task_id, PluginHost())
 
@@ -116,8 +116,8 @@ def fmt_ci(s: float | None, ci: list[float] | None) -> str:
 
 
 def run_item(section: str, task_id: str, tmp: Path) -> Any:
-    from aka_core.host import PluginHost
-    from aka_core.validate import validate_task
+    from aka_core.commands.validate import validate_task
+    from aka_core.plugin.host import PluginHost
 
     task = load(task_id)
     if section == "validate":

@@ -39,7 +39,7 @@ def child_main(mode: str) -> None:
     """A runner: confined, maps the judge's input arena, runs blocks on request."""
     import base64
 
-    from aka_core import sandbox
+    from aka_core.evaluation import sandbox
 
     scratch = Path(os.environ["PROBE_SCRATCH"])
     spec = sandbox.build_spec(scratch=scratch, read=[str(ROOT / "aka_core"), str(ROOT / "bench")],

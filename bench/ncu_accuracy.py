@@ -69,9 +69,9 @@ def cases_of(task: Any) -> list[Any]:
 
 def load_sides(task_id: str, prefix: str) -> tuple[Any, dict[str, Any], Any]:
     """The task, its baseline and stored solution as callables, and its inputs maker."""
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
-    from aka_core.python_backend import PythonBackend
+    from aka_core.builtin.operator_tasks import load_task
+    from aka_core.kits.python_backend import PythonBackend
+    from aka_core.plugin.host import PluginHost
 
     host = PluginHost()
     task = load_task(TASKS / task_id, task_id, host)

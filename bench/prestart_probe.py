@@ -25,7 +25,7 @@ def main() -> int:
     args = parser.parse_args()
     from aka_core import api
     from aka_core.evaluation import evaluate, warm
-    from aka_core.host import PluginHost
+    from aka_core.plugin.host import PluginHost
     from aka_core.service.server import prestart_protected
 
     host = PluginHost()

@@ -41,8 +41,8 @@ def stored(tasks: list[str] | None, backends: list[str]) -> list[str]:
                    if p.is_dir() and (ROOT / "tasks" / p.relative_to(SOLUTIONS)).is_dir())
     if tasks:
         return [t for t in found if t in tasks]
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
+    from aka_core.builtin.operator_tasks import load_task
+    from aka_core.plugin.host import PluginHost
 
     host = PluginHost()
     return [t for t in found if load_task(ROOT / "tasks" / t, t, host).backend in backends]
@@ -66,8 +66,8 @@ def aka_eval(task: str) -> dict[str, Any]:
 
 
 def editable_files(task: str) -> dict[str, str | bytes]:
-    from aka_core.host import PluginHost
-    from aka_core.operator_tasks import load_task
+    from aka_core.builtin.operator_tasks import load_task
+    from aka_core.plugin.host import PluginHost
 
     loaded = load_task(ROOT / "tasks" / task, task, PluginHost())
     return {name: (SOLUTIONS / task / name).read_bytes() for name in loaded.editable

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from aka_core.results import read_task_result
+from aka_core.run.results import read_task_result
 from aka_core.yamlio import dump_yaml
 
 pytestmark = pytest.mark.slow

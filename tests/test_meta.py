@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from referencing import Registry, Resource
 
-from aka_core import hookspecs
+from aka_core.plugin import hookspecs
 from aka_core.yamlio import line_of, load_yaml, to_builtin
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,14 +39,14 @@ def _ids(paths: list[Path]) -> list[str]:
 @pytest.mark.parametrize("hook", hookspecs.hook_names())
 def test_hook_has_a_docstring(hook: str) -> None:
     doc = getattr(hookspecs, hook).__doc__
-    assert doc and doc.strip(), f"aka_core/hookspecs.py: {hook} has no docstring"
+    assert doc and doc.strip(), f"aka_core/plugin/hookspecs.py: {hook} has no docstring"
 
 
 @pytest.mark.parametrize("hook", hookspecs.hook_names())
 def test_hook_is_documented_in_plugins_md(hook: str) -> None:
     assert PLUGINS_MD.is_file(), (
         "docs/plugins.md (the plugin authoring guide) is missing: write it and mention every "
-        "hook of aka_core/hookspecs.py"
+        "hook of aka_core/plugin/hookspecs.py"
     )
     assert hook in PLUGINS_MD.read_text(encoding="utf-8"), (
         f"docs/plugins.md does not mention {hook}: document it"

@@ -25,7 +25,7 @@ BROKEN_DIST, BROKEN_VERSION, BROKEN_ENTRY_POINT = "aka-broken-demo", "0.0.1", "b
 DESCRIBE = (
     "import json, sys, structlog; "
     "structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr)); "
-    "from aka_core.host import PluginHost; print(json.dumps(PluginHost().describe()))"
+    "from aka_core.plugin.host import PluginHost; print(json.dumps(PluginHost().describe()))"
 )
 
 

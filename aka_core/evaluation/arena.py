@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from aka_core.evaluation import protocol
+from aka_core.evaluation.failures import INFRA, FailureKind, JudgeFailure
 from aka_core.evaluation.sides import SideFailure
-from aka_core.failures import INFRA, FailureKind, JudgeFailure
 
 if TYPE_CHECKING:  # the judge passes itself in; this module never imports it
     from aka_core.evaluation.judge import Judge

@@ -28,13 +28,13 @@ from typing import Any
 
 import attrs
 
-from aka_core.evaluation.record import EvaluationRecord, Gates
-from aka_core.evaluation.request import EvaluationRequest
-from aka_core.failures import (  # noqa: F401 (re-exported: they were defined here)
+from aka_core.evaluation.failures import (  # noqa: F401 (re-exported: they were defined here)
     CANDIDATE_FAILURES,
     TIMING_FAILURES,
     FailureKind,
 )
+from aka_core.evaluation.record import EvaluationRecord, Gates
+from aka_core.evaluation.request import EvaluationRequest
 from aka_core.tails import tail
 
 STARTUP_SECONDS = 300.0

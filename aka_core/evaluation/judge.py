@@ -4,7 +4,7 @@ Started by ``evaluate.evaluate`` as ``python -m aka_core.evaluation.judge FD`` w
 (and the per-evaluation secret) on stdin. The judge
 
 * starts two runners (``runner.py``), one for the baseline and one for the candidate, each
-  confined (``aka_core.sandbox``) before it imports the side's code, with private build caches
+  confined (``aka_core.evaluation.sandbox``) before it imports the side's code, with private build caches
   (filled from, and kept in, ``kernel_cache``'s store under a key of the side's own files);
 * loads the task's reference and input factory itself, from the verified task copy; derives every
   seed from the secret, which never leaves this process; draws the secret held-out cases;
@@ -50,12 +50,12 @@ from aka_core.evaluation.arena import (  # noqa: F401 (re-exported: the arena's 
     shifted,
     slot_layout,
 )
+from aka_core.evaluation.failures import INFRA, FailureKind, JudgeFailure
 from aka_core.evaluation.request import EvaluationRequest
+from aka_core.evaluation.sandbox import SANDBOX_PROTECTED_ALWAYS
 from aka_core.evaluation.seeds import derive_seed, draw_held_out
 from aka_core.evaluation.sides import RAISED, RunnerProcess, SideFailure
-from aka_core.failures import INFRA, FailureKind, JudgeFailure
 from aka_core.models import TASK_FILE
-from aka_core.sandbox import SANDBOX_PROTECTED_ALWAYS
 
 STARTUP_SECONDS = 300.0
 POISON_FACTOR = 2
@@ -162,8 +162,7 @@ class Judge:
 
     # ------------------------------------------------------------------ runners
     def sandbox_spec(self, side_root: Path, scratch: Path) -> dict[str, Any]:
-        from aka_core import sandbox
-        from aka_core.evaluation import kernel_cache
+        from aka_core.evaluation import kernel_cache, sandbox
 
         store = kernel_cache.store()
         protected = [*self.req.protected, *SANDBOX_PROTECTED_ALWAYS,
@@ -228,8 +227,7 @@ class Judge:
     def restore_kernel_cache(self, side: str, root: Path, cache: Path) -> None:
         """The side's compiled kernels from an earlier evaluation of the same files
         (``kernel_cache``), copied into its private cache before it starts."""
-        from aka_core import sandbox
-        from aka_core.evaluation import kernel_cache
+        from aka_core.evaluation import kernel_cache, sandbox
 
         cache.mkdir(parents=True, exist_ok=True)
         cache_key = None
@@ -353,7 +351,7 @@ class Judge:
 
     # ------------------------------------------------------------------ the task's side
     def load_task_side(self) -> None:
-        from aka_core.python_backend import PythonBackend
+        from aka_core.kits.python_backend import PythonBackend
 
         loader = PythonBackend()
         req = self.req
@@ -838,7 +836,7 @@ def code_folders(req: EvaluationRequest) -> list[str]:
 def plugin_host(only: str | None = None) -> Any:
     """The judge's plugin host (discovering plugins is not free): ``only`` the plugin that provides
     the backend when the request names it."""
-    from aka_core.host import PluginHost
+    from aka_core.plugin.host import PluginHost
 
     return PluginHost(only=only)
 

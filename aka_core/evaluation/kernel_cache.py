@@ -43,7 +43,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from aka_core.workspace import digest
+from aka_core.run.workspace import digest
 
 ENV = "AKA_KERNEL_CACHE"
 ENTRY_LIMIT_BYTES = 256 * 2**20

@@ -71,7 +71,7 @@ FORBIDDEN_MODULES = frozenset({
 # languages with their loaders. ALLOWED_PACKAGES allow their submodules too.
 ALLOWED_MODULES = frozenset({
     "math", "functools", "typing", "dataclasses", "itertools", "operator", "enum", "__future__",
-    "aka_core.native",
+    "aka_core.kits.native",
 })
 ALLOWED_PACKAGES = frozenset({"triton", "flydsl", "aka_backend_cuda", "aka_backend_hip",
                               "aka_backend_flydsl"})
@@ -79,7 +79,7 @@ ALLOWED_PACKAGES = frozenset({"triton", "flydsl", "aka_backend_cuda", "aka_backe
 KERNEL_PACKAGES = frozenset({"triton", "flydsl"})
 # What a native loader returns is a library of the candidate's own kernels: its methods may be
 # named like compute methods (``lib.softmax``) and are not PyTorch.
-NATIVE_LOADERS = frozenset({"aka_core.native", "aka_backend_cuda", "aka_backend_hip",
+NATIVE_LOADERS = frozenset({"aka_core.kits.native", "aka_backend_cuda", "aka_backend_hip",
                             "aka_backend_flydsl"})
 # Members of allowed modules that are escape hatches themselves, with what to say about them.
 FORBIDDEN_MEMBERS = {

@@ -2,7 +2,7 @@
 
 A judge (the operator judge's process, a format's own judge such as e2e's, a task's harness)
 produces its record as JSON: it is free to add keys. The core structures that JSON once, where it
-reads it (``aka_core.lifecycle.evaluate``, through ``aka_core.convert``), into the classes below:
+reads it (``aka_core.run.lifecycle.evaluate``, through ``aka_core.convert``), into the classes below:
 the parts it decides on (failure, correctness, performance, compile-only, confinement, rules,
 integrity) and what the judges write for a reader (kernel caches, pre-started runners, the GPU's
 state, timing details, diagnostics, a format's own section: ``e2e``, ``harness``) are typed
@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from aka_core.convert import converter
-from aka_core.failures import FailureKind
+from aka_core.evaluation.failures import FailureKind
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 """A value as JSON holds it: what a judge may record beyond the typed fields."""
@@ -453,7 +453,7 @@ class Diagnostics(OpenRecord):
 
 @attrs.frozen(kw_only=True)
 class HarnessCommands(OpenRecord):
-    """The task's own commands that judged it (``aka_core.harness``)."""
+    """The task's own commands that judged it (``aka_core.evaluation.harness``)."""
 
     compile: list[str] | None = None
     correctness: list[str] | None = None

@@ -80,7 +80,7 @@ class Runner:
         # Two commands: "confine" (the sandbox), then "init" (the side). A runner started ahead
         # of its evaluation (``warm``) is confined, imports PyTorch, and waits for its side.
         confine = self.commands.read(timeout=24 * 3600)
-        from aka_core import sandbox
+        from aka_core.evaluation import sandbox
 
         spec = sandbox.SandboxSpec.from_json(confine["sandbox"])
         try:

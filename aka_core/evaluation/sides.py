@@ -24,7 +24,7 @@ from typing import Any
 
 from aka_core.evaluation import protocol
 from aka_core.evaluation.evaluate import die_with_parent
-from aka_core.failures import FailureKind
+from aka_core.evaluation.failures import FailureKind
 from aka_core.processes import children, descendants, signal_pids, signal_tree
 from aka_core.tails import tail
 

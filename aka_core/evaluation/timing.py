@@ -51,8 +51,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from aka_core import cost
-from aka_core.evaluation import checking, protocol, stats
+from aka_core.evaluation import checking, cost, protocol, stats
 from aka_core.evaluation.arena import (
     ALIGN,
     CTRL_BYTES,
@@ -62,10 +61,10 @@ from aka_core.evaluation.arena import (
     shifted,
     slot_layout,
 )
+from aka_core.evaluation.failures import INFRA, FailureKind, JudgeFailure
 from aka_core.evaluation.runner import DONE_OFFSET, GO_OFFSET
 from aka_core.evaluation.seeds import derive_seed
 from aka_core.evaluation.sides import RAISED, SideFailure
-from aka_core.failures import INFRA, FailureKind, JudgeFailure
 
 if TYPE_CHECKING:  # the judge passes itself to measure(); this module never imports it
     from aka_core.evaluation.judge import Judge

@@ -51,7 +51,7 @@ class WarmProfile:
 def code_folders() -> tuple[str, ...]:
     """aka_core and every installed aka plugin's package folder (installed code, public), found
     without importing them: what any backend's runner may need to import."""
-    from aka_core.host import ENTRY_POINT_GROUP
+    from aka_core.plugin.host import ENTRY_POINT_GROUP
 
     found = []
     names = ["aka_core", "flydsl"]
@@ -70,7 +70,7 @@ def code_folders() -> tuple[str, ...]:
 def runner_spec(scratch: Path, stage: Path, protected: Sequence[str], required: bool
                 ) -> dict[str, Any]:
     """The sandbox of a runner that reads its side from ``stage``."""
-    from aka_core import sandbox
+    from aka_core.evaluation import sandbox
 
     return sandbox.build_spec(scratch=scratch, read=[str(stage), *code_folders()],
                               protected=protected, required=required).to_json()
@@ -107,7 +107,7 @@ class WarmRunners:
     def protected_for(self, side: str, protected: Sequence[str]) -> list[str]:
         """``protected``, the folders every runner is kept from, and the other side's folders."""
         from aka_core.evaluation import kernel_cache
-        from aka_core.sandbox import SANDBOX_PROTECTED_ALWAYS
+        from aka_core.evaluation.sandbox import SANDBOX_PROTECTED_ALWAYS
 
         store = kernel_cache.store()
         other = next(s for s in SIDES if s != side)

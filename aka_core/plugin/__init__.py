@@ -30,6 +30,9 @@ What is stable, by group:
   task-result paths, ``write_reports``, the runtime smoke checks, and ``PluginHost`` (for plugins
   that run the core elsewhere: executors).
 
+This package also holds what the face is made of: ``hookspecs`` (every hook, documented),
+``records`` and ``host``. A plugin imports the face, never those modules.
+
 The records, models and errors are imported at once (they are small and every plugin uses them);
 everything else is imported on first use through the module ``__getattr__``, so registering a
 plugin costs no toolchain or evaluation imports.
@@ -41,8 +44,7 @@ from typing import TYPE_CHECKING
 
 from aka_core import __version__ as AKA_VERSION
 from aka_core.errors import AkaError, BuildError, ConfigError, Problem
-from aka_core.failures import FailureKind
-from aka_core.hookspecs import hookimpl
+from aka_core.evaluation.failures import FailureKind
 from aka_core.lazy import lazy_exports
 from aka_core.models import (
     TASK_FILE,
@@ -65,7 +67,8 @@ from aka_core.models import (
     Timeouts,
     Tolerance,
 )
-from aka_core.records import (
+from aka_core.plugin.hookspecs import hookimpl
+from aka_core.plugin.records import (
     Agent,
     AgentInvocation,
     AgentSpec,
@@ -85,8 +88,14 @@ from aka_core.records import (
 )
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
-    from aka_core import gpus, native, sandbox, scoring
-    from aka_core.agent_runtime import (
+    from aka_core import gpus
+    from aka_core.commands.smoke import Check, read_facts, runtime_checks
+    from aka_core.convert import structure, unstructure
+    from aka_core.evaluation import protocol, sandbox
+    from aka_core.evaluation.evaluate import worker_base_environment
+    from aka_core.evaluation.judge import SANDBOX_PROTECTED_ALWAYS, runner_environment
+    from aka_core.kits import native, scoring
+    from aka_core.kits.agent_runtime import (
         KEEP_FIRST_EVENTS,
         MAX_EVENTS_KEPT,
         CliAgent,
@@ -98,19 +107,14 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
         common_agent_options_schema,
         strip_ansi,
     )
-    from aka_core.convert import structure, unstructure
-    from aka_core.evaluation import protocol
-    from aka_core.evaluation.evaluate import worker_base_environment
-    from aka_core.evaluation.judge import SANDBOX_PROTECTED_ALWAYS, runner_environment
-    from aka_core.host import PluginHost
-    from aka_core.lifecycle import AGENT_PHASE_FILE
+    from aka_core.kits.python_backend import PythonBackend, innermost_location
+    from aka_core.plugin.host import PluginHost
     from aka_core.processes import children, signal_pids, signal_tree
-    from aka_core.python_backend import PythonBackend, innermost_location
-    from aka_core.reports import write_reports
-    from aka_core.results import now_iso, task_dir, task_result_path
-    from aka_core.run import DEVICE_ON_NODE, read_run_file
+    from aka_core.run.execute import DEVICE_ON_NODE, read_run_file
+    from aka_core.run.lifecycle import AGENT_PHASE_FILE
+    from aka_core.run.reports import write_reports
+    from aka_core.run.results import now_iso, task_dir, task_result_path
     from aka_core.schema_validation import field_path, validate_document
-    from aka_core.smoke import Check, read_facts, runtime_checks
     from aka_core.yamlio import (
         dump_yaml,
         line_of,
@@ -126,23 +130,23 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
 # namespace, ``native.build(...)``).
 _LAZY: dict[str, tuple[str, str | None]] = {
     # kits
-    "native": ("aka_core.native", None),
-    "sandbox": ("aka_core.sandbox", None),
-    "scoring": ("aka_core.scoring", None),
+    "native": ("aka_core.kits.native", None),
+    "sandbox": ("aka_core.evaluation.sandbox", None),
+    "scoring": ("aka_core.kits.scoring", None),
     "gpus": ("aka_core.gpus", None),
     "protocol": ("aka_core.evaluation.protocol", None),
-    "PythonBackend": ("aka_core.python_backend", "PythonBackend"),
-    "innermost_location": ("aka_core.python_backend", "innermost_location"),
-    "CliAgent": ("aka_core.agent_runtime", "CliAgent"),
-    "CliAgentOptions": ("aka_core.agent_runtime", "CliAgentOptions"),
-    "CliCommand": ("aka_core.agent_runtime", "CliCommand"),
-    "CliRun": ("aka_core.agent_runtime", "CliRun"),
-    "KEEP_FIRST_EVENTS": ("aka_core.agent_runtime", "KEEP_FIRST_EVENTS"),
-    "MAX_EVENTS_KEPT": ("aka_core.agent_runtime", "MAX_EVENTS_KEPT"),
-    "as_float": ("aka_core.agent_runtime", "as_float"),
-    "as_int": ("aka_core.agent_runtime", "as_int"),
-    "common_agent_options_schema": ("aka_core.agent_runtime", "common_agent_options_schema"),
-    "strip_ansi": ("aka_core.agent_runtime", "strip_ansi"),
+    "PythonBackend": ("aka_core.kits.python_backend", "PythonBackend"),
+    "innermost_location": ("aka_core.kits.python_backend", "innermost_location"),
+    "CliAgent": ("aka_core.kits.agent_runtime", "CliAgent"),
+    "CliAgentOptions": ("aka_core.kits.agent_runtime", "CliAgentOptions"),
+    "CliCommand": ("aka_core.kits.agent_runtime", "CliCommand"),
+    "CliRun": ("aka_core.kits.agent_runtime", "CliRun"),
+    "KEEP_FIRST_EVENTS": ("aka_core.kits.agent_runtime", "KEEP_FIRST_EVENTS"),
+    "MAX_EVENTS_KEPT": ("aka_core.kits.agent_runtime", "MAX_EVENTS_KEPT"),
+    "as_float": ("aka_core.kits.agent_runtime", "as_float"),
+    "as_int": ("aka_core.kits.agent_runtime", "as_int"),
+    "common_agent_options_schema": ("aka_core.kits.agent_runtime", "common_agent_options_schema"),
+    "strip_ansi": ("aka_core.kits.agent_runtime", "strip_ansi"),
     # helpers: files
     "dump_yaml": ("aka_core.yamlio", "dump_yaml"),
     "line_of": ("aka_core.yamlio", "line_of"),
@@ -164,17 +168,17 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "runner_environment": ("aka_core.evaluation.judge", "runner_environment"),
     "worker_base_environment": ("aka_core.evaluation.evaluate", "worker_base_environment"),
     # helpers: runs (executors)
-    "PluginHost": ("aka_core.host", "PluginHost"),
-    "AGENT_PHASE_FILE": ("aka_core.lifecycle", "AGENT_PHASE_FILE"),
-    "now_iso": ("aka_core.results", "now_iso"),
-    "task_dir": ("aka_core.results", "task_dir"),
-    "task_result_path": ("aka_core.results", "task_result_path"),
-    "DEVICE_ON_NODE": ("aka_core.run", "DEVICE_ON_NODE"),
-    "read_run_file": ("aka_core.run", "read_run_file"),
-    "write_reports": ("aka_core.reports", "write_reports"),
-    "Check": ("aka_core.smoke", "Check"),
-    "read_facts": ("aka_core.smoke", "read_facts"),
-    "runtime_checks": ("aka_core.smoke", "runtime_checks"),
+    "PluginHost": ("aka_core.plugin.host", "PluginHost"),
+    "AGENT_PHASE_FILE": ("aka_core.run.lifecycle", "AGENT_PHASE_FILE"),
+    "now_iso": ("aka_core.run.results", "now_iso"),
+    "task_dir": ("aka_core.run.results", "task_dir"),
+    "task_result_path": ("aka_core.run.results", "task_result_path"),
+    "DEVICE_ON_NODE": ("aka_core.run.execute", "DEVICE_ON_NODE"),
+    "read_run_file": ("aka_core.run.execute", "read_run_file"),
+    "write_reports": ("aka_core.run.reports", "write_reports"),
+    "Check": ("aka_core.commands.smoke", "Check"),
+    "read_facts": ("aka_core.commands.smoke", "read_facts"),
+    "runtime_checks": ("aka_core.commands.smoke", "runtime_checks"),
 }
 
 __all__ = [

@@ -63,9 +63,9 @@ class Service:
         if not (folder / TASK_FILE).is_file():
             raise BadRequest(404, "task", f"no task {task_id!r} under {self.tasks_root}")
         if task_id not in self._editable:
+            from aka_core.builtin.operator_tasks import load_task
             from aka_core.errors import AkaError
-            from aka_core.host import PluginHost
-            from aka_core.operator_tasks import load_task
+            from aka_core.plugin.host import PluginHost
 
             try:
                 self._editable[task_id] = tuple(load_task(folder, task_id, PluginHost()).editable)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aka_core.failures import CANDIDATE_FAILURES, FailureKind
+from aka_core.evaluation.failures import CANDIDATE_FAILURES, FailureKind
 
 RETRY = "retry"
 

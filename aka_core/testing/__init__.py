@@ -38,35 +38,36 @@ from aka_core.testing.fake_cli import FakeCli, Reply, Requires, Script  # noqa: 
 from aka_core.testing.fixtures import write_task  # noqa: E402
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
-    from aka_core import api, harness
+    from aka_core import api
+    from aka_core.builtin.operator_tasks import load_task
     from aka_core.cli import main as cli_main
-    from aka_core.compare import compare_runs
-    from aka_core.lifecycle import case_times
-    from aka_core.operator_tasks import load_task
-    from aka_core.prompt import build_prompt
-    from aka_core.results import read_task_result, write_task_result
-    from aka_core.run import create_run, open_run
-    from aka_core.smoke import smoke
-    from aka_core.workspace import check_and_restore, copy_task, prepare_workspace, preserve_baseline
+    from aka_core.commands.compare import compare_runs
+    from aka_core.commands.smoke import smoke
+    from aka_core.evaluation import harness
+    from aka_core.run.execute import create_run, open_run
+    from aka_core.run.lifecycle import case_times
+    from aka_core.run.prompt import build_prompt
+    from aka_core.run.results import read_task_result, write_task_result
+    from aka_core.run.workspace import check_and_restore, copy_task, prepare_workspace, preserve_baseline
 
 # name -> (module, attribute); attribute None: the name is the module itself.
 _LAZY: dict[str, tuple[str, str | None]] = {
     "api": ("aka_core.api", None),
-    "harness": ("aka_core.harness", None),
+    "harness": ("aka_core.evaluation.harness", None),
     "cli_main": ("aka_core.cli", "main"),
-    "compare_runs": ("aka_core.compare", "compare_runs"),
-    "case_times": ("aka_core.lifecycle", "case_times"),
-    "load_task": ("aka_core.operator_tasks", "load_task"),
-    "build_prompt": ("aka_core.prompt", "build_prompt"),
-    "read_task_result": ("aka_core.results", "read_task_result"),
-    "write_task_result": ("aka_core.results", "write_task_result"),
-    "create_run": ("aka_core.run", "create_run"),
-    "open_run": ("aka_core.run", "open_run"),
-    "smoke": ("aka_core.smoke", "smoke"),
-    "check_and_restore": ("aka_core.workspace", "check_and_restore"),
-    "copy_task": ("aka_core.workspace", "copy_task"),
-    "prepare_workspace": ("aka_core.workspace", "prepare_workspace"),
-    "preserve_baseline": ("aka_core.workspace", "preserve_baseline"),
+    "compare_runs": ("aka_core.commands.compare", "compare_runs"),
+    "case_times": ("aka_core.run.lifecycle", "case_times"),
+    "load_task": ("aka_core.builtin.operator_tasks", "load_task"),
+    "build_prompt": ("aka_core.run.prompt", "build_prompt"),
+    "read_task_result": ("aka_core.run.results", "read_task_result"),
+    "write_task_result": ("aka_core.run.results", "write_task_result"),
+    "create_run": ("aka_core.run.execute", "create_run"),
+    "open_run": ("aka_core.run.execute", "open_run"),
+    "smoke": ("aka_core.commands.smoke", "smoke"),
+    "check_and_restore": ("aka_core.run.workspace", "check_and_restore"),
+    "copy_task": ("aka_core.run.workspace", "copy_task"),
+    "prepare_workspace": ("aka_core.run.workspace", "prepare_workspace"),
+    "preserve_baseline": ("aka_core.run.workspace", "preserve_baseline"),
 }
 
 __all__ = [

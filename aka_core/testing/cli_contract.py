@@ -1,4 +1,4 @@
-"""The conformance suite of CLI agents: plugins built on ``aka_core.agent_runtime.CliAgent``.
+"""The conformance suite of CLI agents: plugins built on ``aka_core.kits.agent_runtime.CliAgent``.
 
 Every CLI agent is run the same way by the shared runtime, so every one must behave the same way
 when its CLI finishes, fails, is refused, hangs past its budget, prints lines that are not JSON or
@@ -50,9 +50,9 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 
-from aka_core.agent_runtime import RESULT_EXIT_SECONDS, RESULT_GRACE_SECONDS, CliAgent
+from aka_core.kits.agent_runtime import RESULT_EXIT_SECONDS, RESULT_GRACE_SECONDS, CliAgent
 from aka_core.models import AgentExecution, AgentUsage
-from aka_core.records import AgentInvocation, AgentSpec
+from aka_core.plugin.records import AgentInvocation, AgentSpec
 from aka_core.testing.contracts import AgentContract
 from aka_core.testing.fake_cli import (
     FakeCli,
@@ -344,7 +344,7 @@ class CliAgentContract(AgentContract):
         """One ``aka_core.api.run`` of ``task_id`` with this agent and the fake CLI; the run
         directory. The plugin is registered if it is not installed."""
         from aka_core import api
-        from aka_core.host import PluginHost
+        from aka_core.plugin.host import PluginHost
         from aka_core.yamlio import dump_yaml
 
         make_task(self.task_id)
@@ -366,7 +366,7 @@ class CliAgentContract(AgentContract):
         self, spec: AgentSpec, plugin_options: dict[str, Any], tmp_path: Path, make_task: Any,
         fake: FakeCli
     ) -> None:
-        from aka_core.results import agent_cost_path, read_task_result, task_result_path
+        from aka_core.run.results import agent_cost_path, read_task_result, task_result_path
         from aka_core.yamlio import load_plain_yaml
 
         run_dir = self.whole_run(spec, plugin_options, tmp_path, make_task, fake)
@@ -389,7 +389,7 @@ class CliAgentContract(AgentContract):
     ) -> None:
         """Unconfined (``confinement: off``), a CLI can write into the task's own folder; the
         integrity check then rejects the candidate."""
-        from aka_core.results import read_task_result, task_result_path
+        from aka_core.run.results import read_task_result, task_result_path
 
         reference = tmp_path / "tasks" / self.task_id / "reference.py"
         fake.play(self.completed.script.after(

@@ -38,7 +38,7 @@ from aka_core.models import (
     RunConfig,
     ScoreOutcome,
 )
-from aka_core.records import (
+from aka_core.plugin.records import (
     Agent,
     AgentInvocation,
     AgentSpec,
@@ -279,7 +279,7 @@ def executor_run(run_dir: Path, task_ids: Sequence[str], run_task: TaskRunner,
     """A ``Run`` handle for an executor under test, without a run directory on disk: a CPU run
     of the ``noop`` agent whose ``run_task`` is the given callback (``fields`` replace any of the
     handle's fields: ``config``, ``meta``, ``task_finished``...)."""
-    from aka_core.host import PluginHost
+    from aka_core.plugin.host import PluginHost
 
     values: dict[str, Any] = {
         "run_dir": run_dir, "task_ids": tuple(task_ids),

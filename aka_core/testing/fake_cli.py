@@ -14,7 +14,7 @@ its CLI's event stream::
     fake.received(invocation)["argv"]      # what the run got: argv, stdin, cwd, env
     fake.processes()                       # what it left running (its children, its sandbox)
 
-The fake works confined (``aka_core.agent_sandbox``) as well as not: it reads only the files beside
+The fake works confined (``aka_core.kits.agent_sandbox``) as well as not: it reads only the files beside
 it, writes only in its ``HOME`` (the agent's private home) and its working directory, and its
 processes are found by the folder on their command line, not by pids (a confined CLI has pids of
 its own namespace).
@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from aka_core.records import AgentInvocation
+from aka_core.plugin.records import AgentInvocation
 from aka_core.testing.fake_cli_program import PROMPT, RECORD_NAME
 
 Step = Mapping[str, Any]

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from aka_core.host import PluginHost, Provider
 from aka_core.models import TASK_FILE, Task
-from aka_core.records import AgentInvocation
+from aka_core.plugin.host import PluginHost, Provider
+from aka_core.plugin.records import AgentInvocation
 from aka_core.yamlio import dump_yaml
 
 DEFAULT_TASK_ID = "demo/scale_add"
@@ -101,7 +101,7 @@ def write_task(tasks_dir: Path, task_id: str = DEFAULT_TASK_ID, **overrides: Any
 
 def task_from_dir(task_dir: Path, task_id: str) -> Task:
     """Load a task folder with the builtin ``operator`` format (validated like any task)."""
-    from aka_core.operator_tasks import OperatorTaskFormat
+    from aka_core.builtin.operator_tasks import OperatorTaskFormat
 
     return OperatorTaskFormat().load(task_dir, task_id)
 

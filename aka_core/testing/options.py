@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from aka_core.convert import unstructure
-from aka_core.records import PluginRecord
+from aka_core.plugin.records import PluginRecord
 
 
 def _plain(value: Any) -> Any:

@@ -5,7 +5,7 @@
 #   - clang-19, lld-19 and llvm-19 (llvm-nm) with Debian's HIP headers (libamdhip64-dev) for HIP,
 #     and the ld.lld that FlyDSL links AMDGPU code objects with.
 # FlyDSL itself is a Python package: scripts/install.sh installs it with the plugins.
-# Also bubblewrap, which confines CLI agents (aka_core/agent_sandbox.py).
+# Also bubblewrap, which confines CLI agents (aka_core/kits/agent_sandbox.py).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()

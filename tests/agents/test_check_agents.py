@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from aka_core.agent_runtime import CliAgent
 from aka_core.cli import main
-from aka_core.host import PluginHost
+from aka_core.kits.agent_runtime import CliAgent
+from aka_core.plugin.host import PluginHost
 from aka_core.testing import FakeCli, Reply
 from aka_core.yamlio import dump_yaml
 

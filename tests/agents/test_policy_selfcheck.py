@@ -9,9 +9,9 @@ import pytest
 
 from aka_core import api
 from aka_core.cli import main
-from aka_core.host import PluginHost
-from aka_core.policy import TaskView, policy_plugin
-from aka_core.selfcheck import selfcheck
+from aka_core.commands.selfcheck import selfcheck
+from aka_core.kits.policy_agents import TaskView, policy_plugin
+from aka_core.plugin.host import PluginHost
 from aka_core.yamlio import dump_yaml
 
 WRONG = "def scale_add(x, y, alpha):\n    return x - alpha * y\n"

@@ -15,9 +15,9 @@ from typing import Any
 import attrs
 import pytest
 
-from aka_core.agent_runtime import CliAgent, CliCommand, as_int, strip_ansi
+from aka_core.kits.agent_runtime import CliAgent, CliCommand, as_int, strip_ansi
 from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation
+from aka_core.plugin.records import AgentInvocation
 from aka_core.testing import FakeCli, Script
 from aka_core.testing.fake_cli import ignore_sigterm, linger, sleep, spawn_child, stderr
 from aka_core.testing.processes import alive, wait_for

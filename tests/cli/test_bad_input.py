@@ -318,15 +318,16 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
 def test_an_interrupted_run_names_the_folder_to_resume(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
-    from aka_core import cli, run
+    from aka_core import cli
+    from aka_core.run import execute
 
     (tmp_path / "run").mkdir()
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run, "read_run_file", lambda run_dir: {"config": {}, "task_ids": []})
-    monkeypatch.setattr(run, "execute_run", interrupted)
+    monkeypatch.setattr(execute, "read_run_file", lambda run_dir: {"config": {}, "task_ids": []})
+    monkeypatch.setattr(execute, "execute_run", interrupted)
     monkeypatch.setattr(cli, "_CURRENT_RUN", [None])
     code, text = run_aka(capsys, "run", "--resume", tmp_path / "run")
     assert code == 130

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from aka_core import api
-from aka_core.host import PluginHost
+from aka_core.plugin.host import PluginHost
 from aka_core.testing.fixtures import write_task
 from aka_core.yamlio import dump_yaml
 

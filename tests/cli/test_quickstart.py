@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from aka_core.config import load_run_config
 from aka_core.convert import unstructure
-from aka_core.results import load_run
+from aka_core.run.config import load_run_config
+from aka_core.run.results import load_run
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "configs" / "quickstart.yaml"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import aka_core
-from aka_core.host import PluginHost
-from aka_core.records import AgentSpec, ScorerSpec
+from aka_core.plugin.host import PluginHost
+from aka_core.plugin.records import AgentSpec, ScorerSpec
 
 TASK_YAML = """\
 format: operator

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from aka_core import agent_sandbox, integrity
+from aka_core.evaluation import integrity
+from aka_core.kits import agent_sandbox
 from aka_core.schema_validation import schemas_directory
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from aka_core.config import load_run_config, resolve_tasks_directory
 from aka_core.convert import structure, unstructure
 from aka_core.errors import ConfigError
-from aka_core.host import PluginHost
 from aka_core.models import AgentConfig, NamedPluginConfig, RunConfig
+from aka_core.plugin.host import PluginHost
+from aka_core.run.config import load_run_config, resolve_tasks_directory
 
 GOOD = """\
 agent:

@@ -15,6 +15,7 @@ import pytest
 from aka_core import yamlio
 from aka_core.convert import structure, unstructure
 from aka_core.evaluation import record as record_module
+from aka_core.evaluation.failures import FailureKind
 from aka_core.evaluation.record import (
     AuditedRuns,
     DeviceMemory,
@@ -32,8 +33,7 @@ from aka_core.evaluation.record import (
     WarmUse,
     as_record,
 )
-from aka_core.failures import FailureKind
-from aka_core.results import read_task_result, write_task_result
+from aka_core.run.results import read_task_result, write_task_result
 
 STORED = sorted((Path(__file__).parent / "stored_results").glob("*.yaml"))
 

@@ -14,8 +14,8 @@ import itertools
 import re
 from pathlib import Path
 
-import aka_core.failures
-from aka_core.failures import CANDIDATE_FAILURES, TIMING_FAILURES, FailureKind
+import aka_core.evaluation.failures
+from aka_core.evaluation.failures import CANDIDATE_FAILURES, TIMING_FAILURES, FailureKind
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [REPO / "aka_core", *sorted((REPO / "plugins").glob("aka-*/src"))]
@@ -39,7 +39,7 @@ def test_every_kind_is_the_candidates_the_tasks_or_the_evaluators() -> None:
 
 
 def test_every_member_has_a_docstring() -> None:
-    tree = ast.parse(Path(aka_core.failures.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(aka_core.evaluation.failures.__file__).read_text(encoding="utf-8"))
     body = next(node for node in tree.body
                 if isinstance(node, ast.ClassDef) and node.name == "FailureKind").body
     documented = {
@@ -121,4 +121,4 @@ def test_no_module_spells_a_kind_as_a_string() -> None:
     offenders = [f"{path.relative_to(REPO)}:{line}: {value!r}"
                  for root in SOURCES for path in sorted(root.rglob("*.py"))
                  for line, value in bare_kinds(path.read_text(encoding="utf-8"))]
-    assert not offenders, "use aka_core.failures.FailureKind:\n" + "\n".join(offenders)
+    assert not offenders, "use aka_core.evaluation.failures.FailureKind:\n" + "\n".join(offenders)

@@ -94,7 +94,7 @@ def test_cpu_target_needs_the_interpreter() -> None:
     ("flydsl", "MI355X", "B200"),
 ])
 def test_vendor_specific_backends(backend: str, runs_on: str, skipped_on: str) -> None:
-    from aka_core.host import PluginHost
+    from aka_core.plugin.host import PluginHost
 
     vendors = PluginHost().backend_vendors(backend)  # what the installed backend declares
     assert vendors, f"backend {backend!r} declares no vendor"
@@ -105,7 +105,7 @@ def test_vendor_specific_backends(backend: str, runs_on: str, skipped_on: str) -
 
 
 def test_portable_backends_run_on_every_vendor() -> None:
-    from aka_core.host import PluginHost
+    from aka_core.plugin.host import PluginHost
 
     host = PluginHost()
     assert host.backend_vendors("triton") == host.backend_vendors("python") == ()

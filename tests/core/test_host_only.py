@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aka_core.host import PluginHost
-from aka_core.lifecycle import backend_entry_point
+from aka_core.plugin.host import PluginHost
+from aka_core.run.lifecycle import backend_entry_point
 
 
 def test_only_loads_the_named_entry_point_and_empty_loads_none() -> None:

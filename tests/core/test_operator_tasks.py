@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from aka_core.builtin.operator_tasks import OperatorTaskFormat, load_task
 from aka_core.errors import ConfigError
-from aka_core.host import PluginHost
 from aka_core.models import Case, Tolerance
-from aka_core.operator_tasks import OperatorTaskFormat, load_task
+from aka_core.plugin.host import PluginHost
 from aka_core.testing import TaskFormatContract
 
 REPO_TASKS = Path(__file__).resolve().parents[2] / "tasks"
@@ -212,7 +212,7 @@ def test_repository_tasks_that_are_complete_load(bare_host: PluginHost) -> None:
 class TestOperatorFormatContract(TaskFormatContract):
     @pytest.fixture
     def record(self):  # type: ignore[no-untyped-def]
-        from aka_core.builtins import aka_register_tasks
+        from aka_core.builtin.hooks import aka_register_tasks
 
         return aka_register_tasks()[0]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from aka_core.host import PluginHost
-from aka_core.records import ScorerSpec
+from aka_core.plugin.host import PluginHost
+from aka_core.plugin.records import ScorerSpec
 from aka_core.testing.options import option_default_mismatches
 
 REPO = Path(__file__).resolve().parents[2]

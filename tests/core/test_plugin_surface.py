@@ -214,15 +214,15 @@ def test_lazy_names_are_the_core_objects_and_typed_alike(module) -> None:
 
 
 HEAVY = (
-    "aka_core.agent_runtime",
+    "aka_core.kits.agent_runtime",
     "aka_core.evaluation.evaluate",
     "aka_core.evaluation.judge",
-    "aka_core.host",
-    "aka_core.native",
-    "aka_core.python_backend",
-    "aka_core.reports",
-    "aka_core.run",
-    "aka_core.smoke",
+    "aka_core.plugin.host",
+    "aka_core.kits.native",
+    "aka_core.kits.python_backend",
+    "aka_core.run.reports",
+    "aka_core.run.execute",
+    "aka_core.commands.smoke",
 )
 
 

@@ -8,8 +8,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from aka_core.errors import SelectionError
-from aka_core.host import PluginHost
-from aka_core.selection import discover_tasks, resolve_selectors
+from aka_core.plugin.host import PluginHost
+from aka_core.run.selection import discover_tasks, resolve_selectors
 
 
 @pytest.fixture

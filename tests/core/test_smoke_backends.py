@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from aka_core.commands.smoke import render, runtime_checks
 from aka_core.gpus import gpu_model
-from aka_core.smoke import render, runtime_checks
 
 
 def facts(**backends: dict[str, Any]) -> dict[str, Any]:
@@ -54,8 +54,8 @@ def test_on_a_cpu_target_backends_are_reported_never_failed() -> None:
 
 
 def test_the_real_host_reports_every_installed_backend() -> None:
-    from aka_core.host import PluginHost
-    from aka_core.smoke import runtime_facts
+    from aka_core.commands.smoke import runtime_facts
+    from aka_core.plugin.host import PluginHost
 
     host = PluginHost()
     found = runtime_facts(host)["backends"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aka_core import api
-from aka_core.host import PluginHost
+from aka_core.plugin.host import PluginHost
 from aka_core.yamlio import dump_yaml
 
 ROOT = Path(__file__).resolve().parents[2]

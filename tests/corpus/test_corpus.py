@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from aka_core import api
-from aka_core.host import PluginHost
-from aka_core.operator_tasks import load_task
-from aka_core.validate import validate_task
+from aka_core.builtin.operator_tasks import load_task
+from aka_core.commands.validate import validate_task
+from aka_core.plugin.host import PluginHost
 from aka_core.yamlio import load_plain_yaml
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -381,7 +381,7 @@ def test_a_sides_compiled_kernels_return_to_the_same_files_only(
         evaluate_source: EvaluateSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What a runner left in its private cache comes back to the next evaluation of byte-identical
     files of the same side (compiled kernels are not rebuilt), and never to other files."""
-    from aka_core import sandbox
+    from aka_core.evaluation import sandbox
 
     if sandbox.landlock_abi() <= 0:
         pytest.skip("the store is used for confined runners only; this kernel has no Landlock")

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from aka_core import cost, sandbox
-from aka_core.evaluation import checking, evaluate, protocol, timing
+from aka_core.evaluation import checking, cost, evaluate, protocol, sandbox, timing
 from aka_core.evaluation.judge import JudgeFailure, draw_held_out, slot_layout
 from aka_core.evaluation.record import as_record
 from aka_core.models import HeldOutDraws

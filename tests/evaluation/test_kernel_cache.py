@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from aka_core import native
 from aka_core.evaluation import kernel_cache
+from aka_core.kits import native
 
 
 @pytest.fixture

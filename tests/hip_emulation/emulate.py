@@ -11,7 +11,7 @@ emu_cfg(grid, block, shmem, stream), args)`` and clang's ``ext_vector_type(N)`` 
 GCC's ``vector_size`` (same layout and subscripting). A ``#line`` directive keeps compiler
 messages on the original file name and line.
 
-Calls convert their arguments as ``aka_core.native`` does for a GPU build (tensors as pointers,
+Calls convert their arguments as ``aka_core.kits.native`` does for a GPU build (tensors as pointers,
 ints as int64_t, floats as float, bools as bool, ctypes values as they are), except that tensors
 must be in host memory: the emulated kernels read and write them directly. A launch error (an
 invalid configuration, a shuffle from a lane that has returned) raises RuntimeError.
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aka_core.native import convert_argument
+from aka_core.kits.native import convert_argument
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "hip_runtime.h"

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 
+from aka_core.builtin.operator_tasks import load_task
 from aka_core.evaluation.checking import (
     as_tensors,
     changed_inputs,
@@ -43,9 +44,8 @@ from aka_core.evaluation.checking import (
     snapshot_inputs,
     structure_mismatch,
 )
-from aka_core.host import PluginHost
 from aka_core.models import Task
-from aka_core.operator_tasks import load_task
+from aka_core.plugin.host import PluginHost
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "tasks"

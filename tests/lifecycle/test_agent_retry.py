@@ -14,11 +14,11 @@ import aka_agent_claude_code
 import pytest
 
 from aka_core import api
-from aka_core.config import load_run_config
 from aka_core.errors import ConfigError
 from aka_core.evaluation.record import EvaluationRecord
-from aka_core.host import PluginHost
 from aka_core.models import AgentConfig, AgentRetry
+from aka_core.plugin.host import PluginHost
+from aka_core.run.config import load_run_config
 from aka_core.testing import FakeCli, Script
 from aka_core.testing.fake_cli import append
 from aka_core.testing.fixtures import write_task

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from aka_core.errors import AkaError
-from aka_core.host import PluginHost
-from aka_core.results import load_run, read_run_file
-from aka_core.run import create_run
+from aka_core.plugin.host import PluginHost
+from aka_core.run.execute import create_run
+from aka_core.run.results import load_run, read_run_file
 from aka_core.yamlio import dump_yaml
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from aka_core.host import PluginHost
-from aka_core.results import read_task_result
+from aka_core.plugin.host import PluginHost
+from aka_core.run.results import read_task_result
 from aka_core.testing import FakeCli, Script
 from aka_core.testing.fake_cli import event, ignore_sigterm, linger, spawn_child
 from aka_core.testing.fixtures import write_task

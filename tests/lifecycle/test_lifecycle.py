@@ -24,10 +24,10 @@ import pytest
 
 import aka_core
 from aka_core import api
-from aka_core.host import PluginHost
 from aka_core.models import AgentExecution, TaskResult
-from aka_core.records import AgentInvocation, AgentSpec
-from aka_core.results import read_task_result
+from aka_core.plugin.host import PluginHost
+from aka_core.plugin.records import AgentInvocation, AgentSpec
+from aka_core.run.results import read_task_result
 from aka_core.testing.fixtures import write_task
 from aka_core.yamlio import dump_yaml, load_plain_yaml
 
@@ -326,7 +326,7 @@ def test_a_preserved_copy_deleted_during_the_evaluation_is_not_judged(
     make_task: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from aka_core.evaluation import evaluate as judge_process
-    from aka_core.workspace import remove_tree
+    from aka_core.run.workspace import remove_tree
 
     make_task("demo/copy_deleted")
     real = judge_process.evaluate

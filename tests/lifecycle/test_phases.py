@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aka_core.cli import main
-from aka_core.host import PluginHost
-from aka_core.results import read_task_result
-from aka_core.run import create_run
+from aka_core.plugin.host import PluginHost
+from aka_core.run.execute import create_run
+from aka_core.run.results import read_task_result
 from aka_core.yamlio import dump_yaml
 
 

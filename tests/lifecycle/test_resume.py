@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from aka_core.results import read_task_result
+from aka_core.run.results import read_task_result
 from aka_core.testing.fixtures import write_task
 from aka_core.testing.processes import alive, descendants, wait_for
 from aka_core.yamlio import dump_yaml
@@ -190,10 +190,10 @@ def test_a_task_that_killed_its_process_three_times_is_recorded_and_not_run_agai
 ) -> None:
     """Deaths without an interrupt record (the process was killed, by the host or by what the
     task ran) count; a task that caused MAX_TASK_ATTEMPTS of them would kill every resume."""
-    from aka_core import parallel
-    from aka_core.host import PluginHost
-    from aka_core.lifecycle import INTERRUPTED_FILE
-    from aka_core.run import create_run, execute_run
+    from aka_core.builtin import parallel
+    from aka_core.plugin.host import PluginHost
+    from aka_core.run.execute import create_run, execute_run
+    from aka_core.run.lifecycle import INTERRUPTED_FILE
 
     host = PluginHost()
     run_dir = create_run(config, host, output_root=tmp_path / "out")

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from aka_core import api
-from aka_core.parallel import TaskQueue
-from aka_core.results import read_task_result
+from aka_core.builtin.parallel import TaskQueue
+from aka_core.run.results import read_task_result
 from aka_core.testing.processes import alive, descendants, wait_for
 from aka_core.yamlio import dump_yaml, load_plain_yaml
 

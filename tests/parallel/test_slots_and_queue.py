@@ -10,12 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aka_core import run
-from aka_core.cli import main
-from aka_core.config import load_run_config
-from aka_core.errors import ConfigError
-from aka_core.models import ResourcesConfig
-from aka_core.parallel import (
+from aka_core.builtin.parallel import (
     Slot,
     TaskQueue,
     claim_next,
@@ -24,6 +19,11 @@ from aka_core.parallel import (
     process_alive,
     visibility_environment,
 )
+from aka_core.cli import main
+from aka_core.errors import ConfigError
+from aka_core.models import ResourcesConfig
+from aka_core.run import execute
+from aka_core.run.config import load_run_config
 
 # --------------------------------------------------------------------------- config
 
@@ -86,13 +86,13 @@ def test_listed_gpus_must_exist_on_the_host(
     write_config: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host_gpu = {"name": "NVIDIA H200", "vendor": "nvidia", "architecture": "sm_90", "count": 2}
-    monkeypatch.setattr(run, "probe", lambda: {"torch": "2", "gpu": host_gpu})
+    monkeypatch.setattr(execute, "probe", lambda: {"torch": "2", "gpu": host_gpu})
     config = load_run_config(write_config("  gpus: [0, 1]\n", target="H200"))
-    assert run.choose_device(config) == "cuda"
+    assert execute.choose_device(config) == "cuda"
 
     path = write_config("  gpus: [0, 1, 3]\n", target="H200")
     with pytest.raises(ConfigError) as excinfo:
-        run.choose_device(load_run_config(path))
+        execute.choose_device(load_run_config(path))
     assert f"{path}:5: resources.gpus: GPU id(s) [3] do not exist" in str(excinfo.value)
 
 
@@ -125,7 +125,7 @@ def test_resources_choose_between_the_local_executors(
     write_config: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     def chosen(resources: str, executor: str = "") -> str:
-        return run.executor_name(load_run_config(write_config(resources + executor)))
+        return execute.executor_name(load_run_config(write_config(resources + executor)))
 
     assert chosen("  gpus: [0, 1]\n") == "local-parallel"
     assert chosen("  gpus: [3]\n") == "local-parallel"

@@ -19,10 +19,10 @@ from typing import Any
 import attrs
 import pytest
 
-from aka_core.agent_runtime import CliAgent, CliCommand
-from aka_core.lifecycle import protected_paths
+from aka_core.kits.agent_runtime import CliAgent, CliCommand
 from aka_core.models import AgentUsage
-from aka_core.records import AgentInvocation
+from aka_core.plugin.records import AgentInvocation
+from aka_core.run.lifecycle import protected_paths
 from aka_core.testing.fixtures import task_from_dir, write_task
 
 pytestmark = pytest.mark.skipif(
@@ -209,7 +209,7 @@ def test_confinement_off_is_recorded(run_layout: dict[str, Any]) -> None:
 
 def test_required_without_bwrap_refuses_to_start(run_layout: dict[str, Any],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from aka_core import agent_sandbox
+    from aka_core.kits import agent_sandbox
 
     monkeypatch.setattr(agent_sandbox, "bwrap_path", lambda: None)
     outcome = invoke(run_layout, confinement="required")

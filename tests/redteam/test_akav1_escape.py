@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from aka_core import api, sandbox
+from aka_core import api
+from aka_core.evaluation import sandbox
 
 pytest.importorskip("aka_tasks_akav1")
 

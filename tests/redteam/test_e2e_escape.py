@@ -26,12 +26,12 @@ from aka_backend_e2e.judge import E2EJudge
 from aka_backend_e2e.variants import write_tiny_variant
 
 from aka_core import api
+from aka_core.builtin.operator_tasks import load_task
 from aka_core.convert import unstructure
-from aka_core.host import PluginHost
 from aka_core.models import TaskResult
-from aka_core.operator_tasks import load_task
-from aka_core.records import JudgeRequest
-from aka_core.workspace import preserve_baseline
+from aka_core.plugin.host import PluginHost
+from aka_core.plugin.records import JudgeRequest
+from aka_core.run.workspace import preserve_baseline
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "tasks" / "e2e" / "qwen3_norms"

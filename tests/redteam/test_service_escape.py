@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from aka_core import sandbox
+from aka_core.evaluation import sandbox
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 
 from aka_core import yamlio
 from aka_core.models import Acceptance, AgentExecution, AgentUsage, TaskResult
-from aka_core.results import write_task_result
+from aka_core.run.results import write_task_result
 
 DEVICE = {"kind": "cuda", "vendor": "nvidia", "name": "NVIDIA H200", "architecture": "sm_90"}
 

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from aka_core.compare import compare_runs, comparison_as_dict, render_comparison
+from aka_core.commands.compare import compare_runs, comparison_as_dict, render_comparison
 
 
 @pytest.fixture

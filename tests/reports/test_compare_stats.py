@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from aka_core.cli import main
-from aka_core.compare import compare_runs, comparison_as_dict, render_comparison
-from aka_core.compare_stats import fast_p, wilcoxon
+from aka_core.commands.compare import compare_runs, comparison_as_dict, render_comparison
+from aka_core.commands.compare_stats import fast_p, wilcoxon
 
 from .conftest import make_result
 

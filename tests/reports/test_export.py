@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from aka_core import export
 from aka_core.cli import main
-from aka_core.lifecycle import task_dir
-from aka_core.results import load_run
+from aka_core.commands import export
+from aka_core.run.lifecycle import task_dir
+from aka_core.run.results import load_run
 
 from .conftest import make_result
 

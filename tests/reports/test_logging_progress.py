@@ -20,7 +20,7 @@ from aka_core.logging_setup import (
     get_logger,
     reset_logging,
 )
-from aka_core.progress import RunProgress
+from aka_core.run.progress import RunProgress
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aka_core.models import TaskResult
-from aka_core.reports import COLUMNS, write_reports
+from aka_core.run.reports import COLUMNS, write_reports
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def test_agent_statuses_are_counted_and_an_interrupted_task_says_why(
 
 
 def test_a_cpu_run_says_once_why_nothing_was_timed() -> None:
-    from aka_core.reports import NO_GPU_NOTE, render_text
+    from aka_core.run.reports import NO_GPU_NOTE, render_text
 
     row = {"task_id": "a/b", "status": "completed", "agent_status": "completed",
            "pass_compilation": True, "pass_correctness": True, "candidate_accepted": True,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aka_core.errors import AkaError
-from aka_core.results import (
+from aka_core.run.results import (
     agent_cost_path,
     load_run,
     read_task_result,

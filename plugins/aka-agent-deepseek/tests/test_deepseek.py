@@ -310,7 +310,7 @@ def test_usage_of_a_stream_without_steps_is_all_unknown() -> None:
 
 
 def trimmed(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``events`` as the runtime keeps them (``aka_core.agent_runtime._pump_events``)."""
+    """``events`` as the runtime keeps them (``aka_core.kits.agent_runtime._pump_events``)."""
     kept: list[dict[str, Any]] = []
     for event in events:
         kept.append(event)

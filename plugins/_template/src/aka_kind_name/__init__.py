@@ -10,7 +10,7 @@ record's factory builds. The other kinds work the same way:
 
 Import aka only through ``aka_core.plugin`` (records, Protocols, models, errors, kits; tests may
 also use ``aka_core.testing``): the rest of aka_core may move. Each hook is documented in
-``aka_core.hookspecs``.
+``aka_core.plugin.hookspecs``.
 """
 
 from __future__ import annotations

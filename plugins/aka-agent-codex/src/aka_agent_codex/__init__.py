@@ -8,7 +8,7 @@ One launch per task, JSON Lines on stdout, the prompt on stdin::
         [-m MODEL] [-p PROFILE] [-c model_reasoning_effort="E"] [-c model_provider="P"] \\
         [extra_args ...] -
 
-The shared runtime (``aka_core.agent_runtime``) runs it in the workspace, streams its events to
+The shared runtime (``aka_core.kits.agent_runtime``) runs it in the workspace, streams its events to
 ``logs/agent.jsonl``, stops it at the budget and records the execution. What this module adds is
 the command line and the reading of usage from Codex's own events:
 

@@ -13,7 +13,7 @@ that is not a terminal, the CLI reads the prompt from stdin (not in Cursor's ref
 by other integrations, e.g. https://github.com/multica-ai/multica/pull/5711 and
 https://github.com/aaif-goose/goose/pull/10547).
 
-The shared runtime (``aka_core.agent_runtime``) runs it, streams its events to
+The shared runtime (``aka_core.kits.agent_runtime``) runs it, streams its events to
 ``logs/agent.jsonl``, stops it at the budget and records the execution. What this module adds is
 the command line and the reading of usage from Cursor's own events:
 

@@ -13,7 +13,7 @@ A candidate is a Python entry point (``kernel.py:fn``, the operator-task contrac
         return out                            #     int64_t, cudaStream_t)
 
 ``load`` builds with nvcc for the visible GPU's architecture (``sm_90`` on an H200) into a shared
-library cached by content (``aka_core.native``), so an unchanged candidate is never rebuilt;
+library cached by content (``aka_core.kits.native``), so an unchanged candidate is never rebuilt;
 compile errors name the ``.cu`` file and line. Without a GPU, a compile-only evaluation builds
 for the task's architecture and checks the library loads and exports the functions.
 """

@@ -95,7 +95,7 @@ class JudgeFailure(Exception):
 
 
 class E2EJudge:
-    """``evaluate(JudgeRequest) -> record`` (``aka_core.records.TaskJudge``)."""
+    """``evaluate(JudgeRequest) -> record`` (``aka_core.plugin.records.TaskJudge``)."""
 
     def evaluate(self, request: JudgeRequest) -> dict[str, Any]:
         return Evaluation(request).run()

@@ -14,7 +14,7 @@ A candidate is a Python entry point (``kernel.py:fn``, the operator-task contrac
 
 On a host with an AMD GPU (a ROCm build of PyTorch), ``load`` builds with hipcc for the GPU's
 architecture (``gfx942`` on an MI300X) into a shared library cached by content
-(``aka_core.native``), so an unchanged candidate is never rebuilt; compile errors name the
+(``aka_core.kits.native``), so an unchanged candidate is never rebuilt; compile errors name the
 ``.hip`` file and line. Without one, a compile-only evaluation builds with clang for the task's
 architecture (device code to assembly, host code to an object) and checks that the launchers are
 defined; nothing is linked or run.

@@ -3,7 +3,7 @@
 A task's container runs ``python -m aka_core.cli run-task RUN_DIR TASK_ID`` (``aka run-task``)
 with the run directory bind-mounted read-write at its own path and the tasks folder read-only at
 its own path, so every path in ``run.yaml`` means the same inside and out. Before the first task,
-one short container from the same image reports its runtime (``python -m aka_core.smoke --facts``):
+one short container from the same image reports its runtime (``python -m aka_core.commands.smoke --facts``):
 a missing image, an image without aka, a GPU the container cannot see or that is not the target
 stop the run there, with what to do, instead of failing every task.
 
@@ -196,8 +196,8 @@ class DockerExecutor:
         return env
 
     def container_facts(self, client: Any, gpu: GpuPassthrough | None) -> dict[str, Any]:
-        """The runtime facts of a container of the image (``python -m aka_core.smoke --facts``)."""
-        command = (self.options.python, "-m", "aka_core.smoke", "--facts")
+        """The runtime facts of a container of the image (``python -m aka_core.commands.smoke --facts``)."""
+        command = (self.options.python, "-m", "aka_core.commands.smoke", "--facts")
         spec = ContainerSpec(
             image=self.options.image, command=command, name=f"aka-check-{uuid.uuid4().hex[:10]}",
             network="none", environment=self.environment(None), user=self.user(), gpu=gpu,

@@ -2,7 +2,7 @@
 
 The folder is the task: the agent edits the files ``source_file_path`` names; ``compile_command``,
 ``correctness_command`` and ``performance_command`` (a string or a list of them, run with
-``/bin/sh -c`` in the task's folder) build, check and time it (``aka_core.harness``). Timing also
+``/bin/sh -c`` in the task's folder) build, check and time it (``aka_core.evaluation.harness``). Timing also
 needs ``aka.performance_report``: the JSON file the performance commands write, holding a time
 in milliseconds. Every record of such a task says ``trust: harness``.
 """
