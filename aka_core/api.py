@@ -185,7 +185,7 @@ def _eval_context(host: PluginHost, task: Task, device: str, held_out: bool,
                   *, run_dir: Path, confinement: str = "required",
                   held_out_seed: int | None = None) -> TaskContext:
     config = RunConfig(
-        agent=AgentConfig(template="external"), tasks=(task.id,),
+        agent=AgentConfig(name="external"), tasks=(task.id,),
         # None: no model is named; ``aka eval`` evaluates on whatever GPU this host has.
         target_gpu_model="cpu" if device == "cpu" else None,
         scorer=NamedPluginConfig(name=scorer, options=scorer_options),

@@ -367,11 +367,11 @@ def cmd_check_agents(args: argparse.Namespace) -> int:
     checks: list[AgentCheck] = []
     for path in args.configs:
         config = load_run_config(Path(path), host)
-        agent = host.agent(config.agent.template).make(config.agent.options)
+        agent = host.agent(config.agent.name).make(config.agent.options)
         if isinstance(agent, CheckedAgent):
             checks.append(agent.check())
         else:
-            checks.append(AgentCheck(agent=config.agent.template, installed=True,
+            checks.append(AgentCheck(agent=config.agent.name, installed=True,
                                      authenticated=True, detail="runs in-process: nothing to "
                                      "install or log in to"))
     if args.json:

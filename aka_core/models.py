@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from aka_core.convert import converter
 from aka_core.evaluation.record import EvaluationRecord, as_record
 from aka_core.gpus import GpuModel, target_model
 
@@ -42,7 +44,9 @@ class AgentRetry:
 
 @attrs.frozen(kw_only=True)
 class AgentConfig:
-    template: str
+    name: str
+    """The registered agent's name. A run config spells it ``agent.template``, the original AKA
+    config's key (the converter maps the two)."""
     budget_mode: Literal["time"] = "time"
     timeout_seconds: float = 3600.0
     evaluation_reserve_seconds: float = 120.0
@@ -54,6 +58,12 @@ class AgentConfig:
     def agent_seconds(self) -> float:
         """The agent's own time: the task budget less the reserve for the final evaluation."""
         return self.timeout_seconds - min(self.evaluation_reserve_seconds, self.timeout_seconds / 2)
+
+
+converter.register_structure_hook(AgentConfig, make_dict_structure_fn(
+    AgentConfig, converter, _cattrs_forbid_extra_keys=True, name=override(rename="template")))
+converter.register_unstructure_hook(AgentConfig, make_dict_unstructure_fn(
+    AgentConfig, converter, name=override(rename="template")))
 
 
 @attrs.frozen(kw_only=True)

@@ -94,7 +94,7 @@ def check_plugin_factories(config: RunConfig, host: PluginHost, path: Path,
         if kind not in _BUILT_BEFORE_A_RUN:
             continue
         section = getattr(config, kind)
-        name: str = section.template if kind == "agent" else section.name
+        name: str = section.name
         try:
             host.get(kind, name).record.make(to_builtin(section.options))
         except Exception as exc:  # a plugin's own check: shown as a problem of the config
@@ -112,7 +112,7 @@ def _check_plugins(config: RunConfig, host: PluginHost, path: Path, source: Any)
     problems: list[Problem] = []
     for kind, name_path, options_path in _PLUGIN_SECTIONS:
         section = getattr(config, kind)
-        name: str = section.template if kind == "agent" else section.name
+        name: str = section.name
         explicit = _has(source, name_path)
         try:
             record = host.get(kind, name).record

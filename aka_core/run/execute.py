@@ -135,7 +135,7 @@ def create_run(config_path: Path, host: PluginHost, *, run_suffix: str | None = 
     # Where tasks run on other hosts, their device is chosen (and checked) there, in run-task.
     device = DEVICE_ON_NODE if elsewhere else choose_device(config)
     output_root = (output_root or Path.cwd()).resolve()
-    group = f"{config.workspace_directory_prefix}_{config.target_name}_{config.agent.template}"
+    group = f"{config.workspace_directory_prefix}_{config.target_name}_{config.agent.name}"
     run_dir = output_root / group / run_directory_name(config, run_suffix)
     counter = 1
     while run_dir.exists():

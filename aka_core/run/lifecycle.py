@@ -318,9 +318,9 @@ def _set_attempt_aside(logs: Path, attempt: int) -> None:
 def _run_agent_once(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -> AgentExecution:
     cfg = ctx.config.agent
     started = time.monotonic()
-    structlog.contextvars.bind_contextvars(agent=cfg.template)
+    structlog.contextvars.bind_contextvars(agent=cfg.name)
     try:
-        agent = ctx.host.agent(cfg.template).make(cfg.options)
+        agent = ctx.host.agent(cfg.name).make(cfg.options)
         invocation = AgentInvocation(
             task=task, workspace=workspace, logs_dir=logs,
             prompt=build_prompt(task, ctx.config.target_gpu_model),
@@ -333,13 +333,13 @@ def _run_agent_once(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -
         )
         execution = agent.run(invocation)
         if not isinstance(execution, AgentExecution):
-            raise TypeError(f"agent {cfg.template!r} returned {type(execution).__name__}, "
+            raise TypeError(f"agent {cfg.name!r} returned {type(execution).__name__}, "
                             "expected AgentExecution")
         log.info("agent finished", status=execution.status, seconds=execution.duration_seconds)
         return execution
     except Exception as exc:  # a broken agent plugin fails this task's agent step only
         log.error("agent raised", error=f"{type(exc).__name__}: {exc}")
-        return AgentExecution(agent=cfg.template, status="failed",
+        return AgentExecution(agent=cfg.name, status="failed",
                               duration_seconds=round(time.monotonic() - started, 3),
                               message=f"the agent plugin raised {type(exc).__name__}: {exc}")
 

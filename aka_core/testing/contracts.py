@@ -283,7 +283,7 @@ def executor_run(run_dir: Path, task_ids: Sequence[str], run_task: TaskRunner,
 
     values: dict[str, Any] = {
         "run_dir": run_dir, "task_ids": tuple(task_ids),
-        "config": RunConfig(agent=AgentConfig(template="noop"), tasks=("demo",),
+        "config": RunConfig(agent=AgentConfig(name="noop"), tasks=("demo",),
                             target_gpu_model="cpu"),
         "tasks_root": run_dir.parent / "tasks", "device": "cpu", "meta": {},
         "host": PluginHost(load_entry_points=False), "run_task": run_task,

@@ -36,7 +36,7 @@ def test_valid_config_loads_with_defaults(tmp_path: Path, write, host: PluginHos
     path = write(tmp_path / "configs" / "run.yaml", GOOD)
     config = load_run_config(path, host)
     assert isinstance(config, RunConfig)
-    assert config.agent == AgentConfig(template="replay", timeout_seconds=600,
+    assert config.agent == AgentConfig(name="replay", timeout_seconds=600,
                                        options={"source": "tests/solutions"})
     assert config.tasks == ("triton2triton/gelu",)
     assert config.executor == NamedPluginConfig(name="local")
@@ -164,7 +164,7 @@ def test_a_folder_given_as_the_config_file(tmp_path: Path) -> None:
 
 
 def _config(tasks_directory: str | None = None) -> RunConfig:
-    return RunConfig(agent=AgentConfig(template="noop"), tasks=("a",), target_gpu_model="cpu",
+    return RunConfig(agent=AgentConfig(name="noop"), tasks=("a",), target_gpu_model="cpu",
                      tasks_directory=tasks_directory)
 
 

@@ -122,7 +122,7 @@ def test_a_turn_limit_is_the_agent_s_own_and_is_judged(tmp_path: Path, fake: Fak
 
 
 def test_retry_defaults_and_backoff() -> None:
-    retry = AgentConfig(template="x").retry
+    retry = AgentConfig(name="x").retry
     assert retry == AgentRetry(rate_limited=2, infra_error=0, backoff_seconds=60.0,
                                backoff_factor=2.0)
     assert [retry.backoff(n) for n in (1, 2, 3)] == [60.0, 120.0, 240.0]

@@ -93,7 +93,7 @@ def slug(text: str) -> str:
 def agent_needs_network(config: RunConfig, host: PluginHost) -> bool:
     """A CLI agent must reach its model over the network; an in-process agent (noop, replay, a
     policy) needs none. Its registration says which (``AgentSpec.needs_network``)."""
-    return host.agent(config.agent.template).needs_network
+    return host.agent(config.agent.name).needs_network
 
 
 class DockerExecutor:
@@ -241,7 +241,7 @@ class DockerExecutor:
             if mismatch:
                 raise DockerError(f"inside the container {mismatch}; change target_gpu_model or "
                                   "executor.options.gpus")
-        needed = {"agent": run.config.agent.template, "scorer": run.config.scorer.name}
+        needed = {"agent": run.config.agent.name, "scorer": run.config.scorer.name}
         absent = [f"{kind} {name!r}" for kind, name in needed.items()
                   if name not in (facts.get("plugins") or {}).get(kind, [])]
         if absent:
