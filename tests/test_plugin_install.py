@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,15 @@ def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)],
                    check=True, capture_output=True)
     python = root / "bin" / "python"
+    # When the tests themselves run in a virtual environment, "system" is the interpreter that
+    # environment was made from, not the environment: show the new venv the packages of the one
+    # running the tests (aka-core, hatchling for the build) after its own, their .pth files
+    # (editable installs) included.
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    outer = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    Path(site, "_aka_outer_environment.pth").write_text(
+        "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in sorted(outer)) + "\n")
     pip_install(python, REPO / "plugins" / "aka-scorer-speedup")
     return python
 
