@@ -244,7 +244,7 @@ class BuiltinEngine:
             self._emit_pending(emit)
 
     def _finish_or_keep(self, slot: int, active: _Active, emit: Emit) -> None:
-        if active.generated >= active.request.max_tokens:
+        if active.finishing:
             self.active[slot] = None
             self.known.discard(active.request.id)
             self.state_stale = True
