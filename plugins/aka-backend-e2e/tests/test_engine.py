@@ -121,6 +121,75 @@ def test_a_kernel_that_writes_into_its_inputs_cannot_steer_the_next_step(tiny_we
     assert eng.generate(requests) == clean
 
 
+def closed_loop(eng, requests, window, lag, promise=True):
+    """A client holding ``window`` requests in flight that sends the next one ``lag`` calls of
+    ``step`` after it read a done line (a slow pipe); the engine's lines."""
+    lines: list[dict] = []
+    sent = window
+    eng.submit(requests[:window])
+    if promise:
+        eng.expect(len(requests) - window, window)
+    due: list[int] = []
+    while eng.has_work or sent < len(requests):
+        before = len(lines)
+        if eng.has_work:
+            eng.step(lines.append)
+        due = [d - 1 for d in due] + [lag for line in lines[before:] if "done" in line]
+        while due and due[0] <= 0 and sent < len(requests):
+            due.pop(0)
+            eng.submit([requests[sent]])
+            sent += 1
+            if promise:
+                eng.expect(len(requests) - sent, window)
+    return lines
+
+
+def test_a_closed_loop_clients_requests_enter_at_the_same_step_however_late_they_come(
+        tiny_weights):
+    """With the client's promise (``expect``) a step that frees a slot is followed by a wait
+    for the next request, not by another step: the engine's lines (which request is in which
+    step) are the same whether the client answers a done line at once or after a few calls."""
+    requests = _requests([4, 7, 5, 3, 6, 2, 5], [5, 3, 6, 4, 2, 5, 3])
+
+    def run(lag, promise=True):
+        eng = engine.BuiltinEngine(TINY, tiny_weights, kernels_api.REFERENCE, slots=3,
+                                   max_len=24, dtype=torch.float32)
+        lines = closed_loop(eng, requests, 3, lag, promise)
+        steps = [[rid for rid, _, _ in line["step"]] for line in lines if "step" in line]
+        return steps, eng.decode_steps
+
+    prompt, prompt_steps = run(0)
+    for lag in (1, 3):
+        assert run(lag) == (prompt, prompt_steps)
+    # What the promise prevents: without it, a late request enters steps later.
+    late, late_steps = run(3, promise=False)
+    assert late_steps > prompt_steps and late != prompt
+
+
+def test_the_engine_waits_only_for_what_was_promised(tiny_weights):
+    eng = engine.BuiltinEngine(TINY, tiny_weights, kernels_api.REFERENCE, slots=2, max_len=24,
+                               dtype=torch.float32)
+    first, second, third = _requests([3, 4, 5], [2, 4, 3])
+    eng.submit([first, second])
+    eng.expect(1, 2)
+    lines: list[dict] = []
+    while not eng.awaiting:
+        eng.step(lines.append)
+    assert [line["done"] for line in lines if "done" in line] == ["r0"]
+    steps = eng.decode_steps
+    for _ in range(3):  # waiting for r2: nothing launched, nothing pending
+        eng.step(lines.append)
+    assert eng.decode_steps == steps and not eng.pending and eng.has_work
+    eng.submit([third])
+    eng.expect(0, 2)
+    while eng.has_work:
+        eng.step(lines.append)
+        assert not eng.awaiting
+    assert sorted(line["done"] for line in lines if "done" in line) == ["r0", "r1", "r2"]
+    with pytest.raises(engine.RequestError, match=">= 0"):
+        eng.expect(-1, 2)
+
+
 class ReplayedEagerly:
     """Stands in for a CUDA graph on a CPU: "capture" runs the decode body once into a static
     output, "replay" recomputes it from the static inputs alone (what a graph can see)."""
@@ -316,3 +385,43 @@ def test_engine_process_stops_when_its_stdin_closes(tmp_path):
         assert time.monotonic() - started < 30
     finally:
         engine_process.close()
+
+
+def test_engine_process_waits_for_a_promised_request(tmp_path, weights_file, tiny_weights):
+    """Over the pipe, a client that answers each done line 50 ms late (many tiny steps): the
+    requests enter the steps they enter with an instant client in one process."""
+    requests = _requests([4, 7, 5, 3, 6], [5, 3, 6, 4, 2])
+    ideal = engine.BuiltinEngine(TINY, tiny_weights, kernels_api.REFERENCE, slots=2,
+                                 max_len=40, dtype=torch.float32)
+    expected = [[rid for rid, _, _ in line["step"]]
+                for line in closed_loop(ideal, requests, 2, lag=0) if "step" in line]
+
+    def command(batch, more):
+        return {"op": "generate", "expect": {"more": more, "window": 2}, "requests": [
+            {"id": r.id, "prompt": list(r.prompt), "max_tokens": r.max_tokens} for r in batch]}
+
+    engine_process = EngineProcess(tmp_path)
+    try:
+        engine_process.send({"op": "confine", "sandbox": {"read": [], "write": []},
+                             "confine": False})
+        engine_process.read()
+        engine_process.send(_load(weights_file))
+        assert engine_process.read()["ok"] is True
+        engine_process.send({**command(requests[:1], 0), "expect": {"more": -1, "window": 2}})
+        assert "integers >= 0" in engine_process.read()["error"]  # and nothing queued
+        engine_process.send(command(requests[:2], len(requests) - 2))
+        sent, done, steps = 2, 0, []
+        while done < len(requests):
+            line = engine_process.read()
+            assert line.get("ok") is not False, line
+            if "step" in line:
+                steps.append([rid for rid, _, _ in line["step"]])
+            if "done" in line:
+                done += 1
+                if sent < len(requests):
+                    time.sleep(0.05)
+                    engine_process.send(command(requests[sent:sent + 1], len(requests) - sent - 1))
+                    sent += 1
+    finally:
+        engine_process.close()
+    assert steps == expected

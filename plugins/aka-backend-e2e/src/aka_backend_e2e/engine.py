@@ -27,6 +27,15 @@ logprobs are the eager ones. Every graph, decode and prefill, draws on one memor
 runs at a time). At most ``MAX_PREFILL_GRAPHS`` lengths are captured; a prompt of any other
 length is then prefilled eagerly. On a CPU, or with ``graph=False``, everything is eager.
 
+A closed-loop client (the judge: ``max_concurrency`` requests in flight, the next one sent as
+soon as one is done) can say how many more requests it will send and its window (``expect``).
+While it has promised more and fewer than its window are here, a step that frees a slot is
+followed by a wait for the client's next request rather than by the next decode step: a
+replacement is admitted at the step after the one that freed its slot, whatever the host's and
+the pipe's timing. Without it, whether the request arrived before or after the host launched the
+next step (a race of a pipe's round trip against a step's launch) moved its prefill by a whole
+step, and a run's duration by several steps from run to run.
+
 Every request runs to ``max_tokens`` (ignore_eos: the work is fixed). The engine's timings are
 diagnostics; the judge times the lines it reads.
 """
@@ -157,6 +166,10 @@ class BuiltinEngine:
         self.known: set[str] = set()
         self.decode_steps = 0
         self.prefills = 0
+        self.promised = 0
+        """Requests the client said it will still send (``expect``)."""
+        self.window = 0
+        """The client's limit of requests in flight (``expect``)."""
         # The decode step's inputs, the engine's own: rows token, position, seq_len, live of
         # every slot (an inactive slot: token 0 at position 0, seq_len 1, not live), advanced by
         # each step; the kernels get a copy of the first three rows, step_in.
@@ -193,6 +206,23 @@ class BuiltinEngine:
         return (bool(self.waiting) or bool(self.pending)
                 or any(a is not None for a in self.active))
 
+    @property
+    def awaiting(self) -> bool:
+        """A slot is free, no request waits, and the client promised one (fewer than its window
+        are here): the next step waits for it (``step`` launches nothing meanwhile)."""
+        if self.promised <= 0 or self.waiting or self.pending:
+            return False
+        here = sum(a is not None for a in self.active)
+        return here < min(self.window, self.slots)
+
+    def expect(self, more: int, window: int) -> None:
+        """The client will send ``more`` requests after the ones submitted so far, each as soon
+        as one of its ``window`` in flight is done (0: it promises nothing; the engine never
+        waits)."""
+        if more < 0 or window < 0:
+            raise RequestError(f"expect: more ({more}) and window ({window}) must be >= 0")
+        self.promised, self.window = more, window
+
     def submit(self, requests: Sequence[Request]) -> None:
         """Queue requests, all or none (each validated against the vocabulary, the cache
         length and the ids in use)."""
@@ -225,13 +255,16 @@ class BuiltinEngine:
         write the device's state.
 
         Emits ``{"step": [[id, token, logprob], ...]}`` per prefill and per decode step, and
-        ``{"done": id}`` for each request that finished, in the order the steps ran."""
+        ``{"done": id}`` for each request that finished, in the order the steps ran. Launches
+        nothing while ``awaiting`` (the caller waits for the client's request)."""
         free = any(a is None for a in self.active)
         if any(a is not None and a.finishing for a in self.active) or (self.waiting and free):
             self._drain(emit)
             for slot in range(self.slots):
                 if self.active[slot] is None and self.waiting:
                     self._prefill(slot, self.waiting.popleft(), emit)
+        if self.awaiting:
+            return  # the client's next request comes before the next step
         if any(a is not None for a in self.active):
             self._launch_decode()
         keep = 1 if any(a is not None and not a.finishing for a in self.active) else 0

@@ -14,6 +14,8 @@ while the process has one thread and before PyTorch or the kernel tree is import
     -> {"op":"check","kernel":"rms_norm","args":[<tensor>|number, ...],"kwargs":{}}
     <- {"ok":true,"outputs":[<tensor>, ...]}
     -> {"op":"generate","requests":[{"id":"r0","prompt":[..],"max_tokens":16}, ...]}
+                                   (optional "expect":{"more":n,"window":w}: a closed-loop
+                                   client's promise, see engine.BuiltinEngine.expect)
     <- {"step":[[id, token, logprob], ...]}    per prefill and per decode step
     <- {"done":id}                             a request finished
     <- {"idle":true,"steps":n,"prefills":m}    every submitted request finished
@@ -119,7 +121,7 @@ class EngineServer:
     # ------------------------------------------------------------------ the loop
     def _serve(self) -> None:
         while True:
-            if self.engine is not None and self.engine.has_work:
+            if self.engine is not None and self.engine.has_work and not self.engine.awaiting:
                 try:
                     item = self.commands.get_nowait()
                 except queue.Empty:
@@ -273,8 +275,16 @@ class EngineServer:
         if not isinstance(raw, list):
             self.reply({"ok": False, "error": "generate: requests must be a list"})
             return
+        expect = command.get("expect", {"more": 0, "window": 0})
         try:
-            self.engine.submit([Request.from_json(r) for r in raw])
+            if not isinstance(expect, dict) or not all(
+                    isinstance(expect.get(k), int) and not isinstance(expect.get(k), bool)
+                    and expect[k] >= 0 for k in ("more", "window")):
+                raise RequestError("expect must be {\"more\": n, \"window\": w}, integers "
+                                   ">= 0")
+            requests = [Request.from_json(r) for r in raw]
+            self.engine.submit(requests)
+            self.engine.expect(expect["more"], expect["window"])
         except RequestError as exc:
             self.reply({"ok": False, "error": f"generate: {exc}"})
             return

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import queue
 import select
@@ -437,7 +438,9 @@ class BuiltinRun:
         once; else each due at its ``arrival_offsets``), a request only while fewer than
         ``max_concurrency`` are in flight (sent, not done: the judge's count, not the engine's),
         the requests sendable at one moment in one command; read the engine's lines until every
-        request is sent and done and the engine is idle. An engine that never finishes a request
+        request is sent and done and the engine is idle. All at once under a limit (a closed
+        loop), each command says how many requests will follow (the engine waits for them rather
+        than racing the pipe: ``BuiltinEngine.expect``). An engine that never finishes a request
         fails by the stall or generate deadline. The calling thread keeps off the engine's
         cores meanwhile (``off_engine_cores``)."""
         with off_engine_cores(self.cpus):
@@ -462,6 +465,9 @@ class BuiltinRun:
         deadline = time.monotonic() + self.timeouts.generate
         next_index = 0
         in_flight = 0
+        # All due at once under a limit: the next request goes out as soon as one is done, and
+        # the engine is told so (it admits each at the step after the one that freed its slot).
+        closed_loop = math.isinf(rate) and limit < len(requests)
 
         def send_due() -> None:
             """Send every request that is due while the limit allows, in one command."""
@@ -477,8 +483,10 @@ class BuiltinRun:
             for req in batch:
                 results[req.id].sent = at
             in_flight += len(batch)
-            self.send({"op": "generate", "requests": [r.to_json() for r in batch]},
-                      max(deadline - time.monotonic(), 0.0))
+            command: dict[str, Any] = {"op": "generate", "requests": [r.to_json() for r in batch]}
+            if closed_loop:
+                command["expect"] = {"more": len(requests) - next_index, "window": limit}
+            self.send(command, max(deadline - time.monotonic(), 0.0))
 
         send_due()
         start = min(r.sent for r in results.values() if r.sent is not None)
