@@ -105,6 +105,20 @@ def fused_add_rms_norm_odd_shapes() -> None:
         assert torch.equal(x, x_before) and torch.equal(residual, residual_before)
 
 
+@check
+def silu_and_mul_odd_widths_and_strided_rows() -> None:
+    activation = _tree("qwen3_silu_mul")
+    for rows, width in [(5, 33), (1, 1030), (3, 2048), (2, 3072)]:
+        gen = torch.Generator().manual_seed(rows * 31 + width)
+        wide = _bf16(rows, 2 * width + 6, gen=gen)  # rows of a wider buffer: a row stride
+        x = wide[:, 3: 3 + 2 * width]
+        before = wide.clone()
+        _close(activation.silu_and_mul(x), REFERENCE.silu_and_mul(x))
+        assert torch.equal(wide, before), "silu_and_mul must not write its input"
+    x = _bf16(2, 3, 2 * 40, gen=torch.Generator().manual_seed(1))  # leading dimensions kept
+    _close(activation.silu_and_mul(x), REFERENCE.silu_and_mul(x))
+
+
 def _cos_sin(max_len: int, dim: int, theta: float = 10000.0):
     """The NeoX table: cos of every position's angles, then their sin."""
     inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)

@@ -108,7 +108,8 @@ def test_aka_tasks_and_static_validation(task_dir: Path) -> None:
     assert "PASS" in checked.stdout
 
 
-@pytest.mark.parametrize("name", ["qwen3_norms", "qwen3_rotary", "qwen3_decode_attention"])
+@pytest.mark.parametrize("name", ["qwen3_norms", "qwen3_rotary", "qwen3_decode_attention",
+                                  "qwen3_silu_mul"])
 def test_the_shipped_tasks_load_and_match_their_locks(name: str) -> None:
     root = REPO / "tasks" / "e2e" / name
     if not root.is_dir():
