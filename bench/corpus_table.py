@@ -14,6 +14,10 @@ given oldest first: a later run's row for a task replaces an earlier run's. Per 
   geometric mean over the task's visible cases: 1.0 would be the hardware limit;
 - *run*: the results folder the solution's numbers come from.
 
+An e2e task's numbers come from `bench/e2e_bench.py` runs (their `e2e_bench.json`): its
+baseline time is milliseconds per output token of the served workload, its solution's speedup
+the throughput ratio, its A/A the validate section's baseline against itself.
+
 Usage:  python bench/corpus_table.py [--target H200] [--out docs/corpus.md] RUN/bench.json ...
 """
 
@@ -44,6 +48,14 @@ def merged(runs: list[Path]) -> dict[str, dict[str, Any]]:
             for task_id, row in (data.get(section) or {}).items():
                 if row and not (isinstance(row, dict) and row.get("error")):
                     rows.setdefault(task_id, {})[section] = (row, source)
+        for row in data.get("rows") or []:  # an e2e_bench.json
+            if "speedup" not in row or not row.get("accepted"):
+                continue
+            task_id = f"e2e/{row['task']}"
+            if row.get("section") == "solution":
+                rows.setdefault(task_id, {})["replay"] = (row, source)
+            elif row.get("section") == "validate":
+                rows.setdefault(task_id, {})["validate"] = ({"aa": row}, source)
     return rows
 
 

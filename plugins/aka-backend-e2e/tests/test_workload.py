@@ -68,6 +68,22 @@ def test_comments_and_key_order_do_not_change_the_digest(tmp_path: Path) -> None
     assert wl.load_workload(write_task(tmp_path / "b", reordered)).digest == first
 
 
+def test_a_validation_record_is_the_tasks_not_the_workloads(tmp_path: Path) -> None:
+    """validated_on is read (the task carries it) but left out of the digest: recording where a
+    task ran needs no new lock; any other new key does change the digest."""
+    plain = wl.load_workload(write_task(tmp_path / "a"))
+    record = ('validated_on:\n- {device: NVIDIA H200, date: "2026-12-03", mode: run,\n'
+              '   note: "A/A 1.000"}\n')
+    recorded = wl.load_workload(write_task(tmp_path / "b", WORKLOAD + record))
+    assert recorded.digest == plain.digest
+    assert recorded.validated_on == ({"device": "NVIDIA H200", "date": "2026-12-03",
+                                      "mode": "run", "note": "A/A 1.000"},)
+    changed = wl.load_workload(write_task(tmp_path / "c", WORKLOAD + "precision: float32\n"))
+    assert changed.digest != plain.digest
+    assert "validated_on[0]" in problems(WORKLOAD + "validated_on:\n- {device: x}\n",
+                                         tmp_path / "d")
+
+
 @pytest.mark.parametrize(("change", "field", "words"), [
     (("engine: builtin", "engine: trt"), "engine", "builtin"),
     (("requests: 4", "requests: 0"), "cases[0].requests", "1"),

@@ -138,7 +138,7 @@ def task_of(task_dir: Path, task_id: str, workload: Workload) -> Task:
                               cpu_interpreter=cpu),
         timeouts=Timeouts(compile_seconds=600.0, correctness_seconds=900.0,
                           timing_seconds=workload.measurement.max_seconds),
-        tags=("e2e", workload.engine), judging=JUDGING)
+        tags=("e2e", workload.engine), judging=JUDGING, validated_on=workload.validated_on)
 
 
 def instructions(task_dir: Path, workload: Workload) -> str:

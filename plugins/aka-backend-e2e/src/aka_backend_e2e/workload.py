@@ -113,7 +113,9 @@ class Workload:
     correctness: CorrectnessSpec = attrs.Factory(CorrectnessSpec)
     measurement: MeasurementSpec = attrs.Factory(MeasurementSpec)
     digest: str = ""
-    """sha256 of the canonical workload (``canonical_digest``)."""
+    """sha256 of the canonical workload (``canonical_digest``), ``validated_on`` left out."""
+    validated_on: tuple[dict[str, Any], ...] = ()
+    """Where the task ran and was checked (a record of the task, not of what is served)."""
     path: Path | None = None
 
     @property
@@ -137,6 +139,11 @@ def schema() -> dict[str, Any]:
     path = Path(__file__).with_name("workload.schema.json")
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
+
+
+UNLOCKED = ("validated_on",)
+"""Top-level keys of workload.yaml the lock's digest leaves out: records of the task (where it
+was validated), which change nothing that is served or measured."""
 
 
 def canonical_digest(data: Any) -> str:
@@ -227,7 +234,8 @@ def _structure(data: dict[str, Any], file: Path) -> Workload:
         correctness=CorrectnessSpec(**{**corr, **({"input_len": tuple(corr["input_len"])}
                                                   if "input_len" in corr else {})}),
         measurement=MeasurementSpec(**(data.get("measurement") or {})),
-        digest=canonical_digest(data), path=file)
+        digest=canonical_digest({k: v for k, v in data.items() if k not in UNLOCKED}),
+        validated_on=tuple(dict(e) for e in data.get("validated_on") or ()), path=file)
 
 
 # --------------------------------------------------------------------------- the lock
