@@ -303,6 +303,31 @@ WRONG_MODEL = {
     _engine.BuiltinEngine._decode_graph_body = _short_attention
     _engine.BuiltinEngine.step = _step_cheating_when_timed
     ''', "correctness"),
+    # Timed runs are a closed loop whose client promises requests (generate's expect); the
+    # oracle's are not: a layer skipped only once the judge has promised any. The FP32 audit of
+    # the timed runs.
+    "skip_a_layer_in_a_closed_loop": ('''
+    _hidden, _step = _model.Decoder.hidden_states, _engine.BuiltinEngine.step
+
+
+    def _fewer_layers(self, *args, **kwargs):
+        if not getattr(self, "cheat", False):
+            return _hidden(self, *args, **kwargs)
+        layers, self.layers = self.layers, self.layers[:-1]
+        try:
+            return _hidden(self, *args, **kwargs)
+        finally:
+            self.layers = layers
+
+
+    def _step_cheating_in_a_closed_loop(self, emit):
+        self.model.cheat = self.window > 0
+        return _step(self, emit)
+
+
+    _model.Decoder.hidden_states = _fewer_layers
+    _engine.BuiltinEngine.step = _step_cheating_in_a_closed_loop
+    ''', "correctness"),
     # The lm head on float8 hidden states (a cheaper, coarser head).
     "fp8_lm_head": ('''
     import torch as _torch
@@ -333,7 +358,8 @@ def test_a_cheaper_model_fails_the_fp32_oracle(task_dir: Path, tmp_path: Path,
                                                name: str) -> None:
     code, kind = WRONG_MODEL[name]
     failure = assert_rejected(evaluate(task_dir, cheat(tmp_path, code)), kind,
-                              "timing" if name.endswith("_when_timed") else "correctness")
+                              "timing" if name.endswith(("_when_timed", "_closed_loop"))
+                              else "correctness")
     assert "wrong tokens" in failure["message"], failure
 
 
