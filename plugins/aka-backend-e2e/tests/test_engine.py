@@ -425,3 +425,32 @@ def test_engine_process_waits_for_a_promised_request(tmp_path, weights_file, tin
     finally:
         engine_process.close()
     assert steps == expected
+
+
+def test_a_wave_that_frees_every_slot_is_not_the_end_of_a_promised_run(tmp_path, weights_file):
+    """Requests of one length admitted together all end at the same step: with more promised,
+    the engine says nothing of being idle (and collects no garbage) until the last is done."""
+    requests = [{"id": f"w{i}", "prompt": [1 + i, 2, 3], "max_tokens": 4} for i in range(4)]
+    engine_process = EngineProcess(tmp_path)
+    try:
+        engine_process.send({"op": "confine", "sandbox": {"read": [], "write": []},
+                             "confine": False})
+        engine_process.read()
+        engine_process.send(_load(weights_file))
+        assert engine_process.read()["ok"] is True
+        engine_process.send({"op": "generate", "requests": requests[:2],
+                             "expect": {"more": 2, "window": 2}})
+        lines, sent = [], 2
+        while not lines or not lines[-1].get("idle"):
+            lines.append(engine_process.read())
+            assert lines[-1].get("ok") is not False, lines[-1]
+            if "done" in lines[-1] and sent < 4:
+                sent += 1
+                engine_process.send({"op": "generate", "requests": [requests[sent - 1]],
+                                     "expect": {"more": 4 - sent, "window": 2}})
+    finally:
+        engine_process.close()
+    dones = [i for i, line in enumerate(lines) if "done" in line]
+    assert [lines[i]["done"] for i in dones[:2]] == ["w0", "w1"] and len(dones) == 4
+    assert sum("idle" in line for line in lines) == 1 and dones[-1] < len(lines) - 1
+    assert lines[-1]["prefills"] == 4  # one count over the whole run

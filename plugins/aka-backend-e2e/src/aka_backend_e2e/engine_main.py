@@ -155,10 +155,13 @@ class EngineServer:
             self.reply({"ok": False, "fatal": True, "error": f"{type(exc).__name__}: {exc}",
                         "traceback": _short_traceback(exc)})
             raise _Stop(1) from None
-        if not self.engine.has_work:
+        if not self.engine.has_work and self.engine.promised == 0:
             self._idle()
 
     def _idle(self) -> None:
+        """Every request is done and none is promised: say so, and settle the garbage (a wave
+        of a closed loop that ends with every slot free is not the end: the client's next
+        requests are on their way, and the run is still timed)."""
         self.reply({"idle": True, "steps": self.engine.decode_steps,
                     "prefills": self.engine.prefills})
         self.engine.decode_steps = self.engine.prefills = 0
@@ -288,7 +291,7 @@ class EngineServer:
         except RequestError as exc:
             self.reply({"ok": False, "error": f"generate: {exc}"})
             return
-        if not self.engine.has_work:
+        if not self.engine.has_work and self.engine.promised == 0:
             self._idle()
 
 
