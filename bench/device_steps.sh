@@ -22,8 +22,10 @@
 #                                    # task's solution and A/A (E2E_TASKS, E2E_DEADLINE_S)
 #   bash bench/device_steps.sh 14 [TASK...]  # e2e tasks: A/A, stored solution, mutants (E2E_SECTIONS)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
-# (bench/results/h200-2026-12-02b/). Next: step 11 on the tasks not yet validated on the H200
-# (`aka tasks --target H200` lists them: "-" in the last column), then 3 with every GPU task.
+# (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
+# (bench/results/h200-2026-12-03b/). Next: step 12 (or 13's first two commands) on
+# torch2triton/linear_recurrence_scan and torch2triton/moe_grouped_gemm with the red team's
+# stall_large_blocks, step 4 (2x work on every task), step 3 with the 16 GPU tasks (phases).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
