@@ -18,7 +18,7 @@ while the process has one thread and before PyTorch or the kernel tree is import
                                    client's promise, see engine.BuiltinEngine.expect)
     <- {"step":[[id, token, logprob], ...]}    per prefill and per decode step
     <- {"done":id}                             a request finished
-    <- {"idle":true,"steps":n,"prefills":m}    every submitted request finished
+    <- {"idle":true,"steps":n,"prefills":m}    every submitted request finished, none promised
     -> {"op":"stop"}
     <- {"ok":true}
 
