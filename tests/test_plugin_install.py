@@ -118,9 +118,12 @@ def test_installed_scorer_is_listed(venv_python: Path, via: str) -> None:
 
 
 def test_scorer_comes_from_the_venv_install(venv_python: Path) -> None:
+    # Without PYTHONPATH (the tests may run from a checkout on it): it comes before any
+    # environment's packages, the venv's install included.
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [str(venv_python), "-c", "import aka_scorer_speedup; print(aka_scorer_speedup.__file__)"],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env=environ,
     )
     assert Path(proc.stdout.strip()).is_relative_to(venv_python.parent.parent)
 
