@@ -21,18 +21,19 @@
 #   bash bench/device_steps.sh 13    # the launch-queue tasks and exploit again, then the first e2e
 #                                    # task's solution and A/A (E2E_TASKS, E2E_DEADLINE_S)
 #   bash bench/device_steps.sh 14 [TASK...]  # e2e tasks: A/A, stored solution, mutants (E2E_SECTIONS)
+#   bash bench/device_steps.sh 15    # issues 12 and 13 in one call: the launch-queue tasks and the
+#                                    # red team's stall_large_blocks, then the reward service on the
+#                                    # 16 GPU tasks with each evaluation's phases (then step 4)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
-# (bench/results/h200-2026-12-03b/). Next: step 12 (or 13's first two commands) on
-# torch2triton/linear_recurrence_scan and torch2triton/moe_grouped_gemm with the red team's
-# stall_large_blocks, step 4 (2x work on every task), step 3 with the 16 GPU tasks (phases).
+# (bench/results/h200-2026-12-03b/). Next: step 15, then step 4 (2x work on every task).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 14}"
+step="${1:?step 1 to 15}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -157,5 +158,20 @@ PY
     python3 bench/e2e_bench.py --out "$out/e2e" --sections "${E2E_SECTIONS:-validate,solution,mutants}" \
       ${1:+--tasks "$@"} --deadline-s "${E2E_DEADLINE_S:-520}" 2>&1 | tail -40
     ;;
-  *) echo "step 1 to 14" >&2; exit 2 ;;
+  15)
+    python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --by-task \
+      --no-trivial --deadline-s 150 --jobs 2 --tasks torch2triton/linear_recurrence_scan \
+      torch2triton/moe_grouped_gemm 2>&1 | tail -12
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 60 \
+      --exploits stall_large_blocks 2>&1 | tail -6
+    timeout $((560 - SECONDS)) python3 bench/service_bench.py --out "$out/service" --repeats 2 \
+      --in-flight 64 --per-gpu 2 --warm 5 --serial --tasks cuda2cuda/rms_norm \
+      cuda2cuda/transpose torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul \
+      torch2triton/cross_entropy torch2triton/fp8_quantize torch2triton/gemm_bias_gelu \
+      triton2triton/causal_attention triton2triton/embedding_gather triton2triton/gelu \
+      triton2triton/gemm_bf16 triton2triton/layer_norm triton2triton/rms_norm \
+      triton2triton/rotary_embedding triton2triton/silu_and_mul triton2triton/softmax \
+      2>&1 | tail -30
+    ;;
+  *) echo "step 1 to 15" >&2; exit 2 ;;
 esac
