@@ -24,6 +24,8 @@
 #   bash bench/device_steps.sh 15    # issues 12 and 13 in one call: the launch-queue tasks and the
 #                                    # red team's stall_large_blocks, then the reward service on the
 #                                    # 16 GPU tasks with each evaluation's phases (then step 4)
+#   bash bench/device_steps.sh 16    # moe_grouped_gemm's sync-free baseline, the rewritten
+#                                    # stall_large_blocks, then 2x work on every GPU task (issue 12)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/). Next: step 15, then step 4 (2x work on every task).
@@ -33,7 +35,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 15}"
+step="${1:?step 1 to 16}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -173,5 +175,13 @@ PY
       triton2triton/rotary_embedding triton2triton/silu_and_mul triton2triton/softmax \
       2>&1 | tail -30
     ;;
-  *) echo "step 1 to 15" >&2; exit 2 ;;
+  16)
+    python3 bench/gpu_bench.py --out "$out/replay" --sections validate,replay --by-task \
+      --no-trivial --deadline-s 60 --jobs 2 --tasks torch2triton/moe_grouped_gemm 2>&1 | tail -6
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 30 \
+      --exploits stall_large_blocks 2>&1 | tail -6
+    python3 bench/gpu_bench.py --out "$out/double" --sections double --backends cuda,triton \
+      --jobs 3 --deadline-s $((520 - SECONDS)) 2>&1 | tail -80
+    ;;
+  *) echo "step 1 to 16" >&2; exit 2 ;;
 esac

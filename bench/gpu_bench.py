@@ -3,7 +3,7 @@
 Sections (each row measured in this one run, side by side):
   validate  every task's reference and baseline through the evaluator (`aka validate --run`)
   replay    every stored faster solution (tests/solutions/<task>) replayed: speedup with 95% CI
-  double    a baseline that does its work twice (triton2triton tasks): must measure 0.50 +- 2%
+  double    a candidate doing the baseline's work twice (every task): must measure 0.50
   latency   `aka eval` wall time per task, split into start-up, compile, correctness, timing
   aa        the baseline against itself (the noop agent), N fresh evaluations per task
   graph     each task on its smoke shape only (microsecond kernels: the CUDA-graph timing path):
@@ -63,16 +63,24 @@ def evaluate(task_id: str, candidate: Path, task_dir: Path | None = None) -> dic
 
 
 def doubled_candidate(task: Any, dest: Path) -> Path:
-    """The initial kernel with its entry function doing the whole work twice."""
+    """A candidate doing the baseline's whole work twice per call: the initial kernel with its
+    entry function renamed and called twice, or, where the task starts unimplemented, the
+    provided baseline re-exported and called twice (evaluated without the task's rules, as the
+    A/A candidate is)."""
     file, _, fn = task.entrypoint.partition(":")
+    dest.mkdir(parents=True, exist_ok=True)
+    twice = (f"\n\ndef {fn}(*args, **kwargs):\n    _aka_once(*args, **kwargs)\n"
+             f"    return _aka_once(*args, **kwargs)\n")
+    if not task.baseline_is_initial_candidate:
+        bfile, _, bfn = task.baseline.partition(":")
+        module = Path(bfile).with_suffix("").as_posix().replace("/", ".")
+        (dest / file).write_text(f"from .{module} import {bfn} as _aka_once" + twice)
+        return dest
     source = (task.root / file).read_text()
     renamed, count = re.subn(rf"^def {fn}\(", "def _aka_once(", source, flags=re.M)
     if count != 1:
         raise RuntimeError(f"cannot find a top-level def {fn}( in {file}")
-    renamed += (f"\n\ndef {fn}(*args, **kwargs):\n    _aka_once(*args, **kwargs)\n"
-                f"    return _aka_once(*args, **kwargs)\n")
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / file).write_text(renamed)
+    (dest / file).write_text(renamed + twice)
     return dest
 
 
@@ -134,10 +142,10 @@ def run_item(section: str, task_id: str, tmp: Path) -> Any:
         return perf_summary(evaluate(task_id, SOLUTIONS / task_id,
                                      with_block_ms(task.root, tmp / "replay-task" / task_id)))
     if section == "double":
-        if not task.baseline_is_initial_candidate:
-            return None
+        root = (task.root if task.baseline_is_initial_candidate else
+                without_rules(task, tmp / "double-rules" / task_id))
         return perf_summary(evaluate(task_id, doubled_candidate(task, tmp / "double" / task_id),
-                                     with_block_ms(task.root, tmp / "double-task" / task_id)))
+                                     with_block_ms(root, tmp / "double-task" / task_id)))
     if section == "latency":
         return cli_latency(task_id)
     if section == "aa":
