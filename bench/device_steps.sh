@@ -26,6 +26,8 @@
 #                                    # 16 GPU tasks with each evaluation's phases (then step 4)
 #   bash bench/device_steps.sh 16    # moe_grouped_gemm's sync-free baseline, the rewritten
 #                                    # stall_large_blocks, then 2x work on every GPU task (issue 12)
+#   bash bench/device_steps.sh 17    # the reward service on the 16 GPU tasks, each evaluation's
+#                                    # phases and GPU-exclusive steps (issue 13; no serial pass)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/). Next: step 15, then step 4 (2x work on every task).
@@ -35,7 +37,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 16}"
+step="${1:?step 1 to 17}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -183,5 +185,14 @@ PY
     python3 bench/gpu_bench.py --out "$out/double" --sections double --backends cuda,triton \
       --jobs 3 --deadline-s $((520 - SECONDS)) 2>&1 | tail -80
     ;;
-  *) echo "step 1 to 16" >&2; exit 2 ;;
+  17)
+    timeout 540 python3 bench/service_bench.py --out "$out/service" --repeats 2 --in-flight 64 \
+      --per-gpu 2 --warm 3 --single 3 --tasks cuda2cuda/rms_norm cuda2cuda/transpose \
+      torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul torch2triton/cross_entropy \
+      torch2triton/fp8_quantize torch2triton/gemm_bias_gelu triton2triton/causal_attention \
+      triton2triton/embedding_gather triton2triton/gelu triton2triton/gemm_bf16 \
+      triton2triton/layer_norm triton2triton/rms_norm triton2triton/rotary_embedding \
+      triton2triton/silu_and_mul triton2triton/softmax 2>&1 | tail -30
+    ;;
+  *) echo "step 1 to 17" >&2; exit 2 ;;
 esac

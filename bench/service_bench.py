@@ -96,7 +96,14 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                         "speedup": result.get("speedup"), "ci95": result.get("ci95"),
                         "message": result.get("message"),
                         "phases": evaluation.get("phases_wall"),
-                        "warm": evaluation.get("warm")}
+                        "warm": evaluation.get("warm"),
+                        # Inside the GPU-exclusive part: the judge's seconds per step of its
+                        # timed blocks, and each runner's operations (count, round trips).
+                        "block_steps": (evaluation.get("performance") or {}).get(
+                            "judge_block_steps_s"),
+                        "compile": (evaluation.get("compile") or {}).get("seconds"),
+                        "runner_ops": ((evaluation.get("diagnostics") or {}).get("runner_ops")
+                                       or {})}
 
         started = time.monotonic()
         results = await asyncio.gather(*(one(t, k) for k in range(repeats) for t in tasks))
@@ -199,6 +206,21 @@ def main() -> int:
             f"{n} {statistics.mean(p.get(n, 0.0) for p in phases):.2f}" for n in names)
             + f" ({sum(bool((r.get('warm') or {}).get('used')) for r in results)}/{len(results)} "
             "started ahead)"]
+    steps = [r["block_steps"] for r in results if r.get("block_steps")]
+    if steps:  # the timing phase's seconds, by step of the judge's blocks
+        names = sorted({n for st in steps for n in st}, key=lambda n: -sum(
+            st.get(n, 0.0) for st in steps))
+        lines.append("mean seconds of the timing phase's block steps: " + ", ".join(
+            f"{n} {statistics.mean(st.get(n, 0.0) for st in steps):.3f}" for n in names))
+    ops: dict[str, list[float]] = {}
+    for r in results:
+        for side, side_ops in (r.get("runner_ops") or {}).items():
+            for op, entry in side_ops.items():
+                ops.setdefault(f"{side}.{op}", []).append(float(entry.get("round_trip_s") or 0.0))
+    if ops:  # the runners' operations, round trips summed per evaluation
+        lines.append("mean round-trip seconds per evaluation, by runner operation: " + ", ".join(
+            f"{k} {statistics.mean(v):.3f}" for k, v in sorted(
+                ops.items(), key=lambda kv: -statistics.mean(kv[1]))[:14]))
     lines += ["", "| task | statuses | service speedups | serial speedup [95% CI] | in the CI +-2% |",
               "|---|---|---|---|---|"]
     serial = {r["task"]: r for r in report.get("serial", [])}
