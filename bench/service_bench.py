@@ -102,6 +102,9 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                         "block_steps": (evaluation.get("performance") or {}).get(
                             "judge_block_steps_s"),
                         "compile": (evaluation.get("compile") or {}).get("seconds"),
+                        # How the timing was taken: the flush, the lock's wait, clocks and heat.
+                        "measured_how": {k: (evaluation.get("performance") or {}).get(k)
+                                         for k in ("flush", "gpu_lock_wait_s", "gpu_state")},
                         "runner_ops": ((evaluation.get("diagnostics") or {}).get("runner_ops")
                                        or {})}
 
