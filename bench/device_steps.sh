@@ -28,6 +28,8 @@
 #                                    # stall_large_blocks, then 2x work on every GPU task (issue 12)
 #   bash bench/device_steps.sh 17    # the reward service on the 16 GPU tasks, each evaluation's
 #                                    # phases and GPU-exclusive steps (issue 13; no serial pass)
+#   bash bench/device_steps.sh 18    # the cases where 2x work read outside 0.50 +- 1% (step 16),
+#                                    # and two that did not, timed in one process without the judge
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/). Next: step 15, then step 4 (2x work on every task).
@@ -37,7 +39,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 17}"
+step="${1:?step 1 to 18}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -194,5 +196,12 @@ PY
       triton2triton/layer_norm triton2triton/rms_norm triton2triton/rotary_embedding \
       triton2triton/silu_and_mul triton2triton/softmax 2>&1 | tail -30
     ;;
-  *) echo "step 1 to 17" >&2; exit 2 ;;
+  18)
+    python3 bench/double_probe.py --reps 30 triton2triton/transpose_bf16:m16384_n16384_bf16 \
+      torch2triton/masked_softmax:n16384_d4096_bf16 \
+      torch2triton/paged_kv_cache_write:t32768_nb4096_bs16_h8_d128_bf16 \
+      triton2triton/transpose_bf16:m8192_n14336_bf16 torch2triton/masked_softmax:n4096_d16384_bf16 \
+      triton2triton/gelu:m8192_n16384_bf16 2>&1 | tail -12
+    ;;
+  *) echo "step 1 to 18" >&2; exit 2 ;;
 esac
