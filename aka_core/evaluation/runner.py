@@ -24,6 +24,7 @@ arena, writes "go", waits for "done" and stops its event.
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib
 import os
 import sys
@@ -107,6 +108,14 @@ class Runner:
             factory = getattr(factory, part)
         self.backend = factory()
         import torch
+
+        # The backend's own heavy imports (trusted code, nothing of the side), before the judge
+        # holds the GPU: they would otherwise count in every evaluation's GPU-exclusive part.
+        preload = getattr(self.backend, "preload", None)
+        if callable(preload):
+            # A failure here is not the side's: its load imports the same and reports there.
+            with contextlib.suppress(Exception):
+                preload(self.device)
 
         # Nothing of the side runs, and the GPU is not touched, until the judge holds the GPU.
         load = self.commands.read(timeout=24 * 3600)

@@ -56,6 +56,11 @@ class PythonBackend:
     def worker_environment(self, device: str) -> dict[str, str]:
         return {}
 
+    def preload(self, device: str) -> None:
+        """Import, in the runner, what every side of this backend will import (its compiler or
+        DSL), before the evaluation holds the GPU. Runs after confinement and before any side's
+        code; must not put work on the GPU. Optional: the runner skips backends without it."""
+
     def describe_device(self, device: str) -> DeviceInfo:
         import torch
 

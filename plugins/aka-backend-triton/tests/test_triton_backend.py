@@ -41,6 +41,20 @@ def test_interpreter_is_selected_for_cpu():
     assert backend.worker_environment("cuda") == {}
 
 
+
+def test_preload_imports_triton_without_a_gpu():
+    """What the runner preloads before the judge holds the GPU: Triton's modules, nothing run."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from aka_backend_triton import TritonBackend; "
+            "assert 'triton' not in sys.modules; TritonBackend().preload('cpu'); "
+            "assert 'triton.language' in sys.modules; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"}, check=False)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 def test_compile_error_points_at_the_candidate_line(tmp_path: Path):
     """Compile for an sm_90 target on the CPU (front end only) and map the error to file:line."""
     from triton.backends.compiler import GPUTarget
