@@ -12,6 +12,8 @@ given oldest first: a later run's row for a task replaces an earlier run's. Per 
 - *SOL baseline / solution*: the speed-of-light time of a call (the task's declared bytes and
   FLOPs at the target's datasheet bandwidth and peak, `aka_core.evaluation.cost`) over the measured time,
   geometric mean over the task's visible cases: 1.0 would be the hardware limit;
+- *2x*: a candidate doing the baseline's whole work twice per call, timed against it (the
+  double section): 0.50 is exact;
 - *run*: the results folder the solution's numbers come from.
 
 An e2e task's numbers come from `bench/e2e_bench.py` runs (their `e2e_bench.json`): its
@@ -44,7 +46,7 @@ def merged(runs: list[Path]) -> dict[str, dict[str, Any]]:
         folder = run.resolve().parent
         source = (folder.relative_to(results).as_posix() if results in folder.parents
                   else str(folder))
-        for section in ("replay", "validate", "aa"):
+        for section in ("replay", "validate", "aa", "double"):
             for task_id, row in (data.get(section) or {}).items():
                 if row and not (isinstance(row, dict) and row.get("error")):
                     rows.setdefault(task_id, {})[section] = (row, source)
@@ -128,9 +130,10 @@ def build(runs: list[Path], target: str) -> tuple[str, dict[str, Any]]:
     model = gpus.gpu_model(target)
     found = merged(runs)
     lines = [f"| task | level | validated on {target} | baseline ms | solution speedup [95% CI] "
-             "| A/A | SOL baseline | SOL solution | run |", "|---|---|---|---|---|---|---|---|---|"]
+             "| A/A | 2x | SOL baseline | SOL solution | run |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     summary = {"tasks": 0, "runs_on_target": 0, "validated": 0, "with_solution_timed": 0,
-               "faster": 0}
+               "faster": 0, "doubled": 0, "doubled_within_1pct": 0}
     for task_id in sorted(discover_tasks(TASKS, host)):
         task = load_task(TASKS.joinpath(*task_id.split("/")), task_id, host)
         summary["tasks"] += 1
@@ -138,7 +141,7 @@ def build(runs: list[Path], target: str) -> tuple[str, dict[str, Any]]:
         row = found.get(task_id, {})
         when = validated(task, model)
         if skip:
-            lines.append(f"| {task_id} | {level(task)} | not on this GPU: {skip} | | | | | | |")
+            lines.append(f"| {task_id} | {level(task)} | not on this GPU: {skip} | | | | | | | |")
             continue
         summary["runs_on_target"] += 1
         summary["validated"] += when[0].isdigit()
@@ -157,13 +160,18 @@ def build(runs: list[Path], target: str) -> tuple[str, dict[str, Any]]:
             solution = f"not accepted: {str(replay.get('reason'))[:80]}"
         else:
             solution = "-"
+        double = (row.get("double") or ({}, ""))[0].get("speedup")
+        summary["doubled"] += bool(double)
+        summary["doubled_within_1pct"] += bool(double and abs(double - 0.5) <= 0.005)
         cells = [task_id, level(task), when, fmt(base_ms, 4), solution, fmt(aa, 4),
-                 fmt(sol_b, 2), fmt(sol_c, 2), source]
+                 fmt(double, 4), fmt(sol_b, 2), fmt(sol_c, 2), source]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"{summary['tasks']} tasks; {summary['runs_on_target']} run on the {target}; "
               f"{summary['validated']} validated on it (a `validated_on` entry in mode `run`); "
               f"{summary['with_solution_timed']} with the stored solution timed there, "
-              f"{summary['faster']} of them faster than the baseline (the CI above 1)."]
+              f"{summary['faster']} of them faster than the baseline (the CI above 1); "
+              f"2x work measured on {summary['doubled']}, "
+              f"{summary['doubled_within_1pct']} of them within 1% of 0.50."]
     return "\n".join(lines) + "\n", summary
 
 
