@@ -28,15 +28,22 @@ class TritonBackend(PythonBackend):
         return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
 
     def preload(self, device: str) -> None:
-        # Triton's import (~0.3 s) and its driver's utilities (a small module compiled once into
-        # the runner's Triton cache) before the lock: no kernel is compiled or launched here.
+        # Before the lock, what a side's first kernel would otherwise pay inside it: Triton's
+        # import (~0.3 s), its driver's utilities (a small module compiled once into the runner's
+        # Triton cache), and the compiler's identity that every kernel's cache key includes: a
+        # hash of Triton's sources and of libtriton (~0.4 s, once per process) and the backend's
+        # (``ptxas --version``). No kernel is compiled or launched here.
         import triton
         import triton.language  # noqa: F401
 
-        if device == "cuda":
-            from triton.runtime import driver
+        if device != "cuda":
+            return
+        from triton.compiler.compiler import make_backend
+        from triton.runtime import driver
+        from triton.runtime.cache import triton_key
 
-            driver.active.get_current_target()
+        make_backend(driver.active.get_current_target()).hash()
+        triton_key()
 
     def describe_device(self, device: str) -> DeviceInfo:
         import attrs
