@@ -97,6 +97,8 @@ class Judge:
         self.scratch = Path.cwd()
         self.confinement: dict[str, Any] = {}
         self.kernel_caches: dict[str, tuple[str | None, Path, dict[str, Any]]] = {}
+        self.side_scratch: dict[str, Path] = {}
+        self.side_init: dict[str, dict[str, Any]] = {}
         self.structures: dict[str, list[tuple[tuple[int, ...], Any]]] = {}
 
     # ------------------------------------------------------------------ phases
@@ -127,7 +129,9 @@ class Judge:
         sides.become_subreaper()
         self.start_runners()
         self.load_task_side()
+        builders = self.start_builders()
         self.await_confinement()
+        self.finish_builders(builders)
         if self.device == "cuda":
             # The evaluation owns the GPU from before any side's code is imported: code run at
             # import (or left running) could otherwise slow another evaluation's blocks.
@@ -172,8 +176,9 @@ class Judge:
         # A side never reads the other side's folder (the candidate never reads the task copy
         # with its held-out cases and reference), unless they are the same folder.
         protected += [r for r in other_roots if Path(r).resolve() != side_root.resolve()]
-        # Nor the other runner's scratch (its caches, its builds).
-        protected += [str(self.scratch / s) for s in ("baseline", "candidate")
+        # Nor the other runner's scratch (its caches, its builds), nor a builder's (``prebuild``).
+        protected += [str(self.scratch / s) for s in ("baseline", "candidate", "baseline-builder",
+                                                      "candidate-builder")
                       if (self.scratch / s).resolve() != scratch.resolve()]
         return sandbox.build_spec(scratch=scratch, read=[str(side_root), *code_folders(self.req)],
                                   protected=protected,
@@ -214,10 +219,13 @@ class Judge:
                 runner.send(op="confine", sandbox=self.sandbox_spec(Path(ref.root), scratch),
                             confine=req.confinement != "off")
             self.runners[side] = runner
+            self.side_scratch[side] = scratch
             # Before the side's first code runs (the runner waits for "init").
             self.restore_kernel_cache(side, Path(roots[side]), scratch / "cache")
-            runner.send(op="init", device=req.device, backend=backend_factory_path(req),
-                        root=roots[side], ref=ref.ref, package=package, env=req.backend_env)
+            init = {"device": req.device, "backend": backend_factory_path(req), "root": roots[side],
+                    "ref": ref.ref, "package": package, "env": dict(req.backend_env)}
+            self.side_init[side] = init
+            runner.send(op="init", **init)
         if warm is not None:
             self.req = attrs.evolve(
                 req, baseline=SideRef(root=roots["baseline"], ref=req.baseline.ref),
@@ -252,6 +260,47 @@ class Judge:
             saved = (kernel_cache.save(cache_key, cache, restored) if confined else
                      {"saved": False, "reason": "runners not confined"})
             self.result.setdefault("kernel_cache", {}).setdefault(side, {})["saved"] = saved
+
+    def start_builders(self) -> dict[str, Any]:
+        """Before the GPU lock, a builder per side whose native library may need building
+        (``prebuild``): its build then runs while no GPU is held. Returns the started ones."""
+        from aka_core.evaluation import prebuild
+
+        if self.device != "cuda" or self.req.compile_only_architecture:
+            return {}  # no GPU lock to build before
+        records: dict[str, dict[str, Any]] = {}
+        self.result["prebuild"] = records
+        spec = plugin_host(self.req.backend_plugin).backend(self.req.backend)
+        native = spec.compile_only_architecture is not None
+        started: dict[str, Any] = {}
+        architecture = None
+        for side in self.runners:
+            restored = self.kernel_caches.get(side, (None, None, {}))[2]
+            why = prebuild.wanted(native, self.device, bool(self.req.compile_only_architecture),
+                                  restored)
+            if why is None:
+                architecture = architecture or prebuild.gpu_architecture()
+                why = None if architecture else "the GPU's architecture is unknown"
+            if why is not None:
+                records[side] = {"ran": False, "reason": why}
+                continue
+            scratch = self.scratch / f"{side}-builder"
+            init = self.side_init[side]
+            try:
+                started[side] = prebuild.Builder.start(
+                    side, scratch=scratch, runner_cache=self.side_scratch[side] / "cache" / "builds",
+                    env=runner_environment(scratch, self.req.backend_env),
+                    spec=self.sandbox_spec(Path(init["root"]), scratch),
+                    confine=self.req.confinement != "off", architecture=str(architecture),
+                    init=init, log_path=runner_log(f"{side}-builder", self.scratch))
+            except (OSError, SideFailure) as exc:
+                records[side] = {"ran": False, "reason": f"the builder did not start: {exc}"[:300]}
+        return started
+
+    def finish_builders(self, builders: Mapping[str, Any]) -> None:
+        deadline = time.monotonic() + self.req.timeouts.compile_seconds
+        for side, builder in builders.items():
+            self.result["prebuild"][side] = builder.finish(deadline)
 
     def await_confinement(self) -> None:
         deadline = time.monotonic() + STARTUP_SECONDS

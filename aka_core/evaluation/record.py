@@ -425,6 +425,18 @@ class KernelCacheUse(OpenRecord):
 
 
 @attrs.frozen(kw_only=True)
+class PrebuildSide(OpenRecord):
+    """One side's build before the GPU lock (``prebuild``): whether a builder ran, and how it
+    ended (``built``, ``failed``, ``timeout``, ``not started``); its failure is never the side's."""
+
+    ran: bool | None = None
+    outcome: str | None = None
+    reason: str | None = None
+    seconds: Number | None = None
+    confined: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
 class WarmUse(OpenRecord):
     """Whether the runners started ahead of the request (``warm``) served it, and why not."""
 
@@ -617,6 +629,8 @@ class EvaluationRecord(OpenRecord):
     warm: WarmUse | None = None
     kernel_cache: dict[str, KernelCacheUse] | None = None
     """Per side: its compiled kernels from the store, and what was kept of them."""
+    prebuild: dict[str, PrebuildSide] | None = None
+    """Per side: its native library built before the GPU lock, by a process without the GPU."""
     harness: HarnessCommands | None = None
     e2e: E2ESection | None = None
     device: Device | None = None
