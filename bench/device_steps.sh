@@ -30,16 +30,20 @@
 #                                    # phases and GPU-exclusive steps (issue 13; no serial pass)
 #   bash bench/device_steps.sh 18    # the cases where 2x work read outside 0.50 +- 1% (step 16),
 #                                    # and two that did not, timed in one process without the judge
+#   bash bench/device_steps.sh 19    # step 18, then every GPU task on its smoke shape (microsecond
+#                                    # calls, graph replay): A/A and 2x work (issue 12's tiny cases)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
-# (bench/results/h200-2026-12-03b/). Next: step 15, then step 4 (2x work on every task).
+# (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
+# Next: step 19 (issue 12's tiny cases and the 2x probe), then step 17 again (issue 13: the
+# service with preload and builds before the lock).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 18}"
+step="${1:?step 1 to 19}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -203,5 +207,10 @@ PY
       triton2triton/transpose_bf16:m8192_n14336_bf16 torch2triton/masked_softmax:n4096_d16384_bf16 \
       triton2triton/gelu:m8192_n16384_bf16 2>&1 | tail -12
     ;;
-  *) echo "step 1 to 18" >&2; exit 2 ;;
+  19)
+    bash bench/device_steps.sh 18
+    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --backends cuda,triton \
+      --jobs 3 --deadline-s $((520 - SECONDS)) 2>&1 | tail -80
+    ;;
+  *) echo "step 1 to 19" >&2; exit 2 ;;
 esac

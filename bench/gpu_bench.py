@@ -8,6 +8,8 @@ Sections (each row measured in this one run, side by side):
   aa        the baseline against itself (the noop agent), N fresh evaluations per task
   graph     each task on its smoke shape only (microsecond kernels: the CUDA-graph timing path):
             the baseline against itself 3 times and the stored solution once
+  graph2x   each task on its smoke shape: the baseline against itself once and against twice
+            its work once (no rules)
   compile   tasks this host cannot run (HIP, FlyDSL without an AMD GPU): the stored solution
             evaluated compile-only for the task's architecture; the row says nothing ran
   redteam   every exploit of tests/redteam (tests/redteam/harness.py): its verdict, failure kind
@@ -155,6 +157,14 @@ def run_item(section: str, task_id: str, tmp: Path) -> Any:
             without_rules(task, tmp / "aa-task" / task_id), tmp / "aa-task-b" / task_id)))
     if section == "compile":
         return compile_only_row(task_id)
+    if section == "graph2x":
+        # Microsecond calls (the smoke shape, timed by graph replay): the baseline against
+        # itself and against twice its work, without the task's rules (both re-export it).
+        small = smoke_shaped_task(task, tmp / "graph2x" / task_id, rules=False)
+        return {"aa": perf_summary(evaluate(task_id, same_as_baseline(task, tmp / "g-aa" / task_id),
+                                            small)),
+                "double": perf_summary(evaluate(task_id, doubled_candidate(
+                    task, tmp / "g-double" / task_id), small))}
     if section == "graph":
         small = smoke_shaped_task(task, tmp / "graph" / task_id)
         aa = [perf_summary(evaluate(task_id, same_as_baseline(task, tmp / f"graph-aa{i}" / task_id),
@@ -285,8 +295,9 @@ def with_block_ms(task_dir: Path, dest: Path) -> Path | None:
     return dest
 
 
-def smoke_shaped_task(task: Any, dest: Path) -> Path:
-    """A copy of the task whose only case is its smoke shape (no held-out cases)."""
+def smoke_shaped_task(task: Any, dest: Path, rules: bool = True) -> Path:
+    """A copy of the task whose only case is its smoke shape (no held-out cases; without its
+    rules unless ``rules``)."""
     import shutil
 
     from aka_core.yamlio import dump_yaml, load_plain_yaml
@@ -297,6 +308,8 @@ def smoke_shaped_task(task: Any, dest: Path) -> Path:
     doc["cases"] = [{"name": f"smoke_{smoke['name']}", "params": smoke["params"]}]
     doc.pop("held_out_cases", None)
     doc.pop("held_out_draws", None)
+    if not rules:
+        doc.pop("rules", None)
     (dest / "task.yaml").write_text(dump_yaml(doc))
     return dest
 
@@ -435,6 +448,26 @@ def table(data: dict[str, Any]) -> str:
                 f"REJECTED: {str(rp.get('reason'))[:60]}")
             lines.append(f"| {task_id} | {methods} | "
                          f"{statistics.median(base) if base else float('nan'):.4f} | {aa} | {rp_txt} |")
+    tiny = data.get("graph2x", {})
+    if tiny:
+        rows = [(t, r) for t, r in sorted(tiny.items()) if isinstance(r, dict) and "aa" in r]
+        aa_ok = sum(1 for _, r in rows if r["aa"].get("speedup")
+                    and abs(r["aa"]["speedup"] - 1) <= 0.01)
+        dbl_ok = sum(1 for _, r in rows if r["double"].get("speedup")
+                     and abs(r["double"]["speedup"] - 0.5) <= 0.005)
+        lines += ["", f"Smoke shapes (graph replay of microsecond calls): A/A within 1% of 1.00 on "
+                  f"{aa_ok} of {len(rows)}, 2x work within 1% of 0.50 on {dbl_ok} of {len(rows)}", "",
+                  "| task | baseline ms | A/A | 2x work |", "|---|---|---|---|"]
+        for task_id, row in sorted(tiny.items()):
+            if not isinstance(row, dict) or "aa" not in row:
+                lines.append(f"| {task_id} | error: {str((row or {}).get('error'))[:80]} | | |")
+                continue
+            base = [c["baseline_median_ms"] for c in row["aa"].get("cases") or []
+                    if c.get("baseline_median_ms")]
+            cells = [f"{r['speedup']:.4f}" if r.get("speedup") else
+                     f"failed: {str(r.get('reason'))[:50]}" for r in (row["aa"], row["double"])]
+            lines.append(f"| {task_id} | {statistics.median(base) if base else float('nan'):.4f} | "
+                         f"{cells[0]} | {cells[1]} |")
     redteam = data.get("redteam", {})
     if redteam:
         # Paid as the harness judges it: a score, or an accepted evaluation of an exploit that
