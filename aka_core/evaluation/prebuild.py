@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from aka_core.evaluation.failures import FailureKind
 from aka_core.evaluation.sides import RunnerProcess, SideFailure
 from aka_core.kits import native
 
@@ -93,7 +94,7 @@ class Builder:
                 if event != "loaded":
                     record["reason"] = str(reply.get("message") or reply)[:300]
         except SideFailure as exc:
-            record.update(outcome="timeout" if exc.kind == "timeout" else "failed",
+            record.update(outcome="timeout" if exc.kind == FailureKind.TIMEOUT else "failed",
                           reason=str(exc)[:300])
         finally:
             self.process.kill()
