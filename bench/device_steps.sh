@@ -32,6 +32,8 @@
 #                                    # and two that did not, timed in one process without the judge
 #   bash bench/device_steps.sh 19    # step 18, then every GPU task on its smoke shape (microsecond
 #                                    # calls, graph replay): A/A and 2x work (issue 12's tiny cases)
+#   bash bench/device_steps.sh 20    # issue 13's first timing trade: A/A and 2x work with at least
+#                                    # 5 pairs per case against the default 10, side by side
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -43,7 +45,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 19}"
+step="${1:?step 1 to 20}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -212,5 +214,14 @@ PY
     python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --backends cuda,triton \
       --jobs 3 --deadline-s $((520 - SECONDS)) 2>&1 | tail -80
     ;;
-  *) echo "step 1 to 19" >&2; exit 2 ;;
+  20)
+    P="triton2triton/gelu triton2triton/softmax triton2triton/embedding_gather cuda2cuda/transpose
+       torch2triton/cross_entropy triton2triton/causal_attention torch2cuda/silu_and_mul
+       triton2triton/layer_norm"
+    for pairs in 5 10; do
+      python3 bench/gpu_bench.py --out "$out/pairs-$pairs" --sections aa,double --aa-repeats 2 \
+        --min-pairs "$pairs" --tasks $P --jobs 3 --deadline-s 230 2>&1 | tail -14
+    done
+    ;;
+  *) echo "step 1 to 20" >&2; exit 2 ;;
 esac

@@ -276,21 +276,20 @@ def without_rules(task: Any, dest: Path) -> Path:
     return dest
 
 
-BLOCK_MS: float | None = None  # --block-ms: the timed blocks' target in the copies evaluated
-NO_TRIVIAL = False  # --no-trivial: the validate section leaves out the trivial candidates
+TIMING: dict[str, float] = {}  # --block-ms, --min-pairs: the timing policy of the copies evaluated
 
 
 def with_block_ms(task_dir: Path, dest: Path) -> Path | None:
-    """``task_dir`` itself, or (with --block-ms) a copy whose timing aims blocks at BLOCK_MS."""
+    """``task_dir`` itself, or (with --block-ms or --min-pairs) a copy whose ``timing`` says so."""
     import shutil
 
     from aka_core.yamlio import dump_yaml, load_plain_yaml
 
-    if BLOCK_MS is None:
+    if not TIMING:
         return None if task_dir.is_relative_to(TASKS) else task_dir
     shutil.copytree(task_dir, dest, dirs_exist_ok=True)
     doc = load_plain_yaml(dest / "task.yaml")
-    doc.setdefault("timing", {})["block_ms"] = BLOCK_MS
+    doc.setdefault("timing", {}).update(TIMING)
     (dest / "task.yaml").write_text(dump_yaml(doc))
     return dest
 
@@ -508,6 +507,9 @@ def main() -> int:
     parser.add_argument("--aa-tasks", nargs="*", help="only these tasks in the aa and double sections")
     parser.add_argument("--jobs", type=int, default=2,
                         help="evaluations in flight (GPU work is serialised by the GPU lock)")
+    parser.add_argument("--min-pairs", type=int,
+                        help="evaluate copies of the tasks whose timing needs at least this many "
+                             "pairs per case (the default is 10)")
     parser.add_argument("--block-ms", type=float,
                         help="evaluate copies of the tasks whose timed blocks aim at this many ms")
     parser.add_argument("--by-task", action="store_true",
@@ -515,8 +517,12 @@ def main() -> int:
     parser.add_argument("--no-trivial", action="store_true",
                         help="validate without the trivial candidates (four evaluations a task)")
     args = parser.parse_args()
-    global BLOCK_MS, NO_TRIVIAL
-    BLOCK_MS, NO_TRIVIAL = args.block_ms, args.no_trivial
+    global NO_TRIVIAL
+    NO_TRIVIAL = args.no_trivial
+    if args.block_ms is not None:
+        TIMING["block_ms"] = args.block_ms
+    if args.min_pairs is not None:
+        TIMING["min_pairs"] = args.min_pairs
     from aka_core.logging_setup import configure_logging
 
     configure_logging(level="warning")
@@ -525,7 +531,7 @@ def main() -> int:
     data: dict[str, Any] = json.loads(Path(args.merge).read_text()) if args.merge else {}
     this_run = {"environment": environment(), "date": time.strftime("%Y-%m-%d"),
                 "command": "python bench/gpu_bench.py " + " ".join(sys.argv[1:]),
-                "sections": args.sections, "block_ms": args.block_ms}
+                "sections": args.sections, "block_ms": args.block_ms, "timing": dict(TIMING)}
     if args.merge:  # the earlier run keeps its header; this one is listed below the table
         data.setdefault("merged_runs", []).append(this_run)
     else:
