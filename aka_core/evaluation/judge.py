@@ -298,9 +298,17 @@ class Judge:
         return started
 
     def finish_builders(self, builders: Mapping[str, Any]) -> None:
+        from aka_core.evaluation import sides
+
         deadline = time.monotonic() + self.req.timeouts.compile_seconds
         for side, builder in builders.items():
             self.result["prebuild"][side] = builder.finish(deadline)
+        if builders:
+            # Nothing a builder started outlives it: a daemon of its own session, reparented to
+            # the judge (a subreaper), would otherwise live on the host through the timed phase.
+            # No side's code has run in the runners yet: whatever else is below the judge is
+            # a builder's.
+            sides.kill_orphans({r.proc.pid for r in self.runners.values() if hasattr(r, "proc")})
 
     def await_confinement(self) -> None:
         deadline = time.monotonic() + STARTUP_SECONDS

@@ -176,3 +176,51 @@ def test_the_red_teams_planted_baseline_build_is_not_planted(
     assert not any(baseline_builds.iterdir())
     key = runner_key(exploit, "sm_90")
     assert (judge.side_scratch["candidate"] / "cache" / "builds" / "cuda" / key / "lib.so").is_file()
+
+
+DAEMON_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from aka_core.evaluation import prebuild, sides
+from test_prebuild import judge_for
+
+sides.become_subreaper()  # as the judge is
+prebuild.gpu_architecture = lambda: "sm_90"
+tmp, candidate = Path({tmp!r}), Path({candidate!r})
+judge = judge_for(tmp, candidate)
+judge.finish_builders(judge.start_builders())
+pid = int((tmp / "judge" / "candidate-builder" / "daemon.pid").read_text())
+time.sleep(0.2)
+try:
+    os.kill(pid, 0)
+    alive = Path(f"/proc/{{pid}}/stat").read_text().split()[2] != "Z"
+except ProcessLookupError:
+    alive = False
+print("alive" if alive else "gone", judge.result["prebuild"]["candidate"]["outcome"])
+"""
+
+
+def test_a_builders_daemon_does_not_outlive_it(tmp_path: Path) -> None:
+    """A side whose import, in its builder, leaves a daemon in a session of its own (double fork)
+    and then fails: once the builders are done, nothing of it is left below the judge."""
+    import subprocess
+    import sys
+
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    (candidate / "kernel.py").write_text(
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        open('daemon.pid', 'w').write(str(os.getpid()))  # its scratch\n"
+        "        time.sleep(3600)\n"
+        "    os._exit(0)\n"
+        "time.sleep(1)\n"
+        "raise RuntimeError('no build here')\n")
+    script = DAEMON_SCRIPT.format(tests=str(Path(__file__).parent), tmp=str(tmp_path),
+                                  candidate=str(candidate))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.stdout.split() == ["gone", "failed"], done.stdout + done.stderr[-3000:]
