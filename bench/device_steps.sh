@@ -30,7 +30,7 @@
 #                                    # phases and GPU-exclusive steps (issue 13; no serial pass)
 #   bash bench/device_steps.sh 18    # the cases where 2x work read outside 0.50 +- 1% (step 16),
 #                                    # and two that did not, timed in one process without the judge
-#   bash bench/device_steps.sh 19    # step 18, then every GPU task on its smoke shape (microsecond
+#   bash bench/device_steps.sh 19    # the Triton compile-ahead probe, step 18, then every GPU task on its smoke shape (microsecond
 #                                    # calls, graph replay): A/A and 2x work (issue 12's tiny cases)
 #   bash bench/device_steps.sh 20    # issue 13's first timing trade: A/A and 2x work with at least
 #                                    # 5 pairs per case against the default 10, side by side
@@ -210,6 +210,7 @@ PY
       triton2triton/gelu:m8192_n16384_bf16 2>&1 | tail -12
     ;;
   19)
+    python3 bench/triton_ahead_probe.py 2>&1 | tail -4  # issue 13: Triton compiles before the lock?
     bash bench/device_steps.sh 18
     python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --backends cuda,triton \
       --jobs 3 --deadline-s $((520 - SECONDS)) 2>&1 | tail -80
