@@ -262,25 +262,43 @@ class Judge:
             self.result.setdefault("kernel_cache", {}).setdefault(side, {})["saved"] = saved
 
     def start_builders(self) -> dict[str, Any]:
-        """Before the GPU lock, a builder per side whose native library may need building
-        (``prebuild``): its build then runs while no GPU is held. Returns the started ones."""
-        from aka_core.evaluation import prebuild
-
+        """Before the GPU lock, a builder per side whose kernels may need building
+        (``prebuild``): they then build while no GPU is held. Returns the started ones. Nothing
+        here fails the evaluation: a builder that cannot start leaves the build to the runner."""
         if self.device != "cuda" or self.req.compile_only_architecture:
             return {}  # no GPU lock to build before
         records: dict[str, dict[str, Any]] = {}
         self.result["prebuild"] = records
-        spec = plugin_host(self.req.backend_plugin).backend(self.req.backend)
-        native = spec.compile_only_architecture is not None
+        try:
+            return self._start_builders(records)
+        except Exception as exc:  # an evaluator fault here must not cost the evaluation
+            for side in self.runners:
+                records.setdefault(side, {"ran": False, "reason": "the builders could not "
+                                          f"start: {type(exc).__name__}: {exc}"[:300]})
+            return {}
+
+    def _start_builders(self, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        from aka_core.evaluation import prebuild
+
+        backend = plugin_host(self.req.backend_plugin).backend(self.req.backend).factory()
+        kind = getattr(backend, "build_ahead", None)
         started: dict[str, Any] = {}
-        architecture = None
+        architecture: str | None = None
+        calls: list[dict[str, Any]] | None = None
+        skipped: list[str] = []
         for side in self.runners:
             restored = self.kernel_caches.get(side, (None, None, {}))[2]
-            why = prebuild.wanted(native, self.device, bool(self.req.compile_only_architecture),
+            why = prebuild.wanted(kind, self.device, bool(self.req.compile_only_architecture),
                                   restored)
             if why is None:
                 architecture = architecture or prebuild.gpu_architecture()
                 why = None if architecture else "the GPU's architecture is unknown"
+            if why is None and kind == "call" and calls is None:
+                with task_code_deadline(TASK_CODE_SECONDS, "the inputs factory (shapes)", "all"):
+                    calls, skipped = prebuild.meta_inputs(self.make_inputs, self.cases,
+                                                          self.case_seeds, self.device)
+            if why is None and kind == "call" and not calls:
+                why = "no case's shapes are known without running its inputs factory"
             if why is not None:
                 records[side] = {"ran": False, "reason": why}
                 continue
@@ -288,11 +306,12 @@ class Judge:
             init = self.side_init[side]
             try:
                 started[side] = prebuild.Builder.start(
-                    side, scratch=scratch, runner_cache=self.side_scratch[side] / "cache" / "builds",
+                    side, scratch=scratch, runner_cache=self.side_scratch[side] / "cache",
                     env=runner_environment(scratch, self.req.backend_env),
                     spec=self.sandbox_spec(Path(init["root"]), scratch),
                     confine=self.req.confinement != "off", architecture=str(architecture),
-                    init=init, log_path=runner_log(f"{side}-builder", self.scratch))
+                    init=init, log_path=runner_log(f"{side}-builder", self.scratch),
+                    calls=calls if kind == "call" else None, shapes_unknown=len(skipped))
             except (OSError, SideFailure) as exc:
                 records[side] = {"ran": False, "reason": f"the builder did not start: {exc}"[:300]}
         return started
@@ -302,7 +321,12 @@ class Judge:
 
         deadline = time.monotonic() + self.req.timeouts.compile_seconds
         for side, builder in builders.items():
-            self.result["prebuild"][side] = builder.finish(deadline)
+            try:
+                self.result["prebuild"][side] = builder.finish(deadline)
+            except Exception as exc:  # an evaluator fault: the runner builds as before
+                builder.process.kill()
+                self.result["prebuild"][side] = {"ran": True, "outcome": "failed",
+                                                 "reason": f"{type(exc).__name__}: {exc}"[:300]}
         if builders:
             # Nothing a builder started outlives it: a daemon of its own session, reparented to
             # the judge (a subreaper), would otherwise live on the host through the timed phase.

@@ -10,6 +10,12 @@ into the side runner's private build cache (``AKA_BUILD_CACHE``). The build's co
 compiler, its command with the same ``-arch``, the sources) is the one the runner then computes,
 so the runner finds the library built and only loads it.
 
+Two kinds of backends build ahead (their ``build_ahead``): ``import`` (CUDA, HIP: importing the
+side builds its library) and ``call`` (Triton: its JIT compiles at a kernel's first launch; the
+builder calls the side's function once per case on ``meta`` tensors of the case's shapes, taken
+from the inputs factory run under PyTorch's fake-tensor mode, so nothing touches the GPU before
+the lock, with Triton's driver naming this GPU's target and launching nothing).
+
 A builder's outcome changes nothing but where the build ran: a failure, a time-out or a
 builder that cannot start is recorded and ignored, and the side's runner builds (and reports)
 as it always did, under the lock. The builder runs the side's code (its module's import), so it
@@ -19,7 +25,7 @@ is the side's: confined the same way, able to write only its side's cache, kille
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +64,25 @@ class Builder:
     def __init__(self, side: str, *, process: RunnerProcess, started: float):
         self.side, self.process, self.started = side, process, started
 
+    calls = 0
+    shapes_unknown = 0
+
     @classmethod
     def start(cls, side: str, *, scratch: Path, runner_cache: Path, env: Mapping[str, str],
               spec: Mapping[str, Any], confine: bool, architecture: str,
-              init: Mapping[str, Any], log_path: Path) -> Builder:
+              init: Mapping[str, Any], log_path: Path,
+              calls: list[dict[str, Any]] | None = None, shapes_unknown: int = 0) -> Builder:
         """Start the builder of ``side``: confined by ``spec`` less the GPU, its scratch its own
-        (``scratch``), its builds into ``runner_cache`` (the side runner's ``AKA_BUILD_CACHE``)."""
+        (``scratch``), its builds into ``runner_cache`` (the side runner's cache folder: its
+        ``AKA_BUILD_CACHE`` and ``TRITON_CACHE_DIR`` below it); then one call of the side's
+        function per entry of ``calls`` (inputs as ``protocol.encode_inputs_meta`` gives them)."""
         scratch.mkdir(parents=True, exist_ok=True)
-        runner_cache.mkdir(parents=True, exist_ok=True)
+        for sub in ("builds", "triton"):
+            (runner_cache / sub).mkdir(parents=True, exist_ok=True)
         environment = {**env, **NO_GPU, native.COMPILE_ONLY_ENV: "1",
-                       native.TARGET_ARCH_ENV: architecture, "AKA_BUILD_CACHE": str(runner_cache)}
+                       native.TARGET_ARCH_ENV: architecture,
+                       "AKA_BUILD_CACHE": str(runner_cache / "builds"),
+                       "TRITON_CACHE_DIR": str(runner_cache / "triton")}
         started = time.monotonic()
         process = RunnerProcess(f"{side} builder", scratch=scratch, env=environment,
                                 log_path=log_path)
@@ -76,7 +91,11 @@ class Builder:
         process.send(op="confine", sandbox=own, confine=confine)
         process.send(op="init", **{**init, "device": "cpu"})
         process.send(op="load")
-        return cls(side, process=process, started=started)
+        for inputs in calls or ():
+            process.send(op="prepare", inputs=inputs)
+        builder = cls(side, process=process, started=started)
+        builder.calls, builder.shapes_unknown = len(calls or ()), shapes_unknown
+        return builder
 
     def finish(self, deadline: float) -> dict[str, Any]:
         """Wait for the build (until ``deadline``, monotonic), then kill the builder."""
@@ -93,6 +112,14 @@ class Builder:
                                      "failed" if event == "build_failed" else "not started")
                 if event != "loaded":
                     record["reason"] = str(reply.get("message") or reply)[:300]
+                elif self.calls:
+                    answers = [self.process.read(max(0.5, deadline - time.monotonic()), "compiling")
+                               for _ in range(self.calls)]
+                    failed = [a for a in answers if a.get("ok") is not True]
+                    record.update(calls=self.calls, calls_failed=len(failed),
+                                  shapes_unknown=self.shapes_unknown)
+                    if failed:
+                        record["reason"] = str(failed[0].get("error") or failed[0])[:300]
         except SideFailure as exc:
             record.update(outcome="timeout" if exc.kind == FailureKind.TIMEOUT else "failed",
                           reason=str(exc)[:300])
@@ -102,13 +129,34 @@ class Builder:
         return record
 
 
-def wanted(backend_has_native_builds: bool, device: str, compile_only: bool,
+def wanted(build_ahead: str | None, device: str, compile_only: bool,
            restored: Mapping[str, Any]) -> str | None:
-    """Why a side gets no builder (None: it gets one)."""
+    """Why a side gets no builder (None: it gets one). ``build_ahead``: the backend's kind."""
     if device != "cuda" or compile_only:
         return "no GPU lock to build before"
-    if not backend_has_native_builds:
-        return "the backend builds nothing ahead (its kernels compile at their first call)"
+    if build_ahead not in ("import", "call"):
+        return "the backend builds nothing ahead"
     if restored.get("used"):
         return "its compiled kernels were restored from an earlier evaluation of the same files"
     return None
+
+
+def meta_inputs(make_inputs: Any, cases: Sequence[Any], seeds: Mapping[str, Sequence[int]],
+                device: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each case's inputs as shapes and dtypes (``protocol.encode_inputs_meta``), from the task's
+    inputs factory run under PyTorch's fake-tensor mode: no memory is allocated and no kernel
+    runs, on any device. A factory that needs its data (a size read from a tensor) gives none
+    for that case; the names of those cases come second."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from aka_core.evaluation import protocol
+
+    calls, skipped = [], []
+    for case in cases:
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                inputs = make_inputs(dict(case.params), seeds[case.name][0], device)
+            calls.append(protocol.encode_inputs_meta(inputs))
+        except Exception:  # the factory reads its data: this case compiles in the runner
+            skipped.append(case.name)
+    return calls, skipped

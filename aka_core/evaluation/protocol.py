@@ -167,8 +167,29 @@ def encode_inputs_cpu(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def decode_inputs_cpu(encoded: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: decode_cpu(item["tensor"]) if "tensor" in item else item["value"]
+    return {name: decode_cpu(item["tensor"]) if "tensor" in item else
+            meta_tensor(item["meta"]) if "meta" in item else item["value"]
             for name, item in encoded.items()}
+
+
+def encode_inputs_meta(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Inputs as their shapes and dtypes only (``meta``): what a builder compiles kernels for
+    (``prebuild``); no data travels."""
+    import torch
+
+    return {name: {"meta": {"dtype": dtype_name(v.dtype), "shape": list(v.shape)}}
+            if isinstance(v, torch.Tensor) else {"value": v} for name, v in inputs.items()}
+
+
+def meta_tensor(desc: Any) -> Any:
+    """A tensor on PyTorch's ``meta`` device (a shape and a dtype, no memory; its address is 0,
+    aligned as any allocation) of ``desc``'s dtype and shape, validated."""
+    import torch
+
+    if not isinstance(desc, dict):
+        raise ProtocolError("a meta tensor must be a JSON object")
+    return torch.empty(checked_shape(desc.get("shape")), dtype=torch_dtype(desc.get("dtype")),
+                       device="meta")
 
 
 # --------------------------------------------------------------------------- GPU descriptors

@@ -427,13 +427,19 @@ class KernelCacheUse(OpenRecord):
 @attrs.frozen(kw_only=True)
 class PrebuildSide(OpenRecord):
     """One side's build before the GPU lock (``prebuild``): whether a builder ran, and how it
-    ended (``built``, ``failed``, ``timeout``, ``not started``); its failure is never the side's."""
+    ended (``built``: its code loaded, and for a ``call`` builder its calls ran; ``failed``,
+    ``timeout``, ``not started``); its failure is never the side's."""
 
     ran: bool | None = None
     outcome: str | None = None
     reason: str | None = None
     seconds: Number | None = None
     confined: bool | None = None
+    calls: int | None = None
+    """``call`` builders (Triton): the side's function called once per case whose shapes were
+    known, ``calls_failed`` of them raising; ``shapes_unknown`` cases left to the runner."""
+    calls_failed: int | None = None
+    shapes_unknown: int | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -388,6 +388,9 @@ def builds_of(fn: Callable[..., Any]) -> dict[str, Any]:
 class NativeBackend(PythonBackend):
     """The base of backends whose candidates build a library at import (``cuda``, ``hip``)."""
 
+    build_ahead = "import"
+    """A builder (``prebuild``) builds the side's library by importing it, compile-only."""
+
     def prepare(self, fn: Callable[..., Any], inputs: Mapping[str, Any]) -> dict[str, Any] | None:
         """The build ran when the module was imported; launch once to surface launch errors.
 

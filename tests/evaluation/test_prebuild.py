@@ -4,6 +4,7 @@ or hanging builder is recorded, never the side's failure."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -14,7 +15,6 @@ from aka_core.evaluation import prebuild, sandbox
 from aka_core.evaluation.judge import Judge
 from aka_core.evaluation.request import EvaluationRequest, SideRef
 from aka_core.kits import native
-from aka_core.models import Case
 
 REPO = Path(__file__).resolve().parents[2]
 RMS = REPO / "tests" / "solutions" / "cuda2cuda" / "rms_norm"
@@ -23,29 +23,36 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path(
     "/usr/local/cuda/bin/nvcc").exists(), reason="nvcc is not installed")
 
 
-def judge_for(tmp_path: Path, candidate: Path, *, restored: bool = False) -> Judge:
+def judge_for(tmp_path: Path, candidate: Path, *, restored: bool = False,
+              task_id: str = "cuda2cuda/rms_norm", backend: str = "cuda",
+              factory: str = "aka_backend_cuda:CudaBackend", entry: str = "kernel.py:rms_norm",
+              reference: str = "reference.py:rms_norm_reference") -> Judge:
     """A judge holding the GPU's place (device "cuda") with a candidate side, as far as
     ``start_builders`` reads it; its runners are not started (the builders are what is tested)."""
-    task = REPO / "tasks" / "cuda2cuda" / "rms_norm"
-    ref = SideRef(root=str(task), ref="reference.py:rms_norm_reference")
+    from aka_core.builtin.operator_tasks import load_task
+    from aka_core.kits.python_backend import PythonBackend
+    from aka_core.plugin.host import PluginHost
+
+    task = REPO / "tasks" / task_id
+    loaded = load_task(task, task_id, PluginHost())
     request = EvaluationRequest(
-        task_id="cuda2cuda/rms_norm", backend="cuda", reference=ref,
+        task_id=task_id, backend=backend, reference=SideRef(root=str(task), ref=reference),
         inputs=SideRef(root=str(task), ref="inputs.py:make_inputs"),
-        baseline=SideRef(root=str(task), ref="kernel.py:rms_norm"),
-        candidate=SideRef(root=str(candidate), ref="kernel.py:rms_norm"),
-        cases=(Case(name="a", params={}),), tolerance={}, device="cuda",
-        confinement="best_effort")
+        baseline=SideRef(root=str(task), ref=entry),
+        candidate=SideRef(root=str(candidate), ref=entry),
+        cases=loaded.cases, tolerance={}, device="cuda", confinement="best_effort")
     judge = Judge(request, channel=None)  # type: ignore[arg-type]
     judge.scratch = tmp_path / "judge"
     judge.device = "cuda"
+    judge.make_inputs = PythonBackend().load_callable(task, "inputs.py:make_inputs",
+                                                      "aka_test_inputs_" + task_id.replace("/", "_"))
     scratch = judge.scratch / "candidate"
     (scratch / "cache").mkdir(parents=True)
     judge.runners = {"candidate": None}  # type: ignore[dict-item]
     judge.side_scratch = {"candidate": scratch}
     judge.kernel_caches = {"candidate": (None, scratch / "cache", {"used": restored})}
-    judge.side_init = {"candidate": {"device": "cuda", "backend": "aka_backend_cuda:CudaBackend",
-                                     "root": str(candidate), "ref": "kernel.py:rms_norm",
-                                     "package": "aka_side_candidate", "env": {}}}
+    judge.side_init = {"candidate": {"device": "cuda", "backend": factory, "root": str(candidate),
+                                     "ref": entry, "package": "aka_side_candidate", "env": {}}}
     return judge
 
 
@@ -116,10 +123,11 @@ def test_restored_kernels_or_no_gpu_lock_mean_no_builder(tmp_path: Path) -> None
     judge = judge_for(tmp_path, RMS, restored=True)
     assert judge.start_builders() == {}
     assert "restored" in judge.result["prebuild"]["candidate"]["reason"]
-    assert prebuild.wanted(True, "cpu", False, {}) == "no GPU lock to build before"
-    assert prebuild.wanted(True, "cuda", True, {}) == "no GPU lock to build before"
-    assert "first call" in str(prebuild.wanted(False, "cuda", False, {}))
-    assert prebuild.wanted(True, "cuda", False, {"used": False}) is None
+    assert prebuild.wanted("import", "cpu", False, {}) == "no GPU lock to build before"
+    assert prebuild.wanted("call", "cuda", True, {}) == "no GPU lock to build before"
+    assert "nothing ahead" in str(prebuild.wanted(None, "cuda", False, {}))
+    assert prebuild.wanted("import", "cuda", False, {"used": False}) is None
+    assert prebuild.wanted("call", "cuda", False, {}) is None
 
 
 def test_a_builders_sandbox_has_no_gpu_and_its_environment_sees_none() -> None:
@@ -224,3 +232,67 @@ def test_a_builders_daemon_does_not_outlive_it(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.stdout.split() == ["gone", "failed"], done.stdout + done.stderr[-3000:]
+
+
+def cpu_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge asks the inputs factory for shapes on its GPU; here, on the CPU."""
+    real = prebuild.meta_inputs
+    monkeypatch.setattr(prebuild, "meta_inputs",
+                        lambda make, cases, seeds, device: real(make, cases, seeds, "cpu"))
+
+
+def test_a_triton_builder_compiles_every_case_for_the_gpu_into_the_runners_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``call`` kind: the side's function called on meta tensors of each case's shapes,
+    Triton's driver naming sm_90 and launching nothing: cubins for sm_90 land in the side
+    runner's Triton cache, and nothing ran (meta tensors have no memory)."""
+    pytest.importorskip("triton")
+    monkeypatch.setattr(prebuild, "gpu_architecture", lambda: "sm_90")
+    cpu_shapes(monkeypatch)
+    candidate = REPO / "tests" / "solutions" / "triton2triton" / "gelu"
+    judge = judge_for(tmp_path, candidate, task_id="triton2triton/gelu", backend="triton",
+                      factory="aka_backend_triton:TritonBackend", entry="kernel.py:gelu",
+                      reference="reference.py:gelu_reference")
+    judge.finish_builders(judge.start_builders())
+    record = judge.result["prebuild"]["candidate"]
+    assert record["outcome"] == "built" and record["confined"], record
+    assert record["calls"] == len(judge.cases) and record["calls_failed"] == 0, record
+    cubins = list((judge.side_scratch["candidate"] / "cache" / "triton").rglob("*.cubin"))
+    assert cubins, "no kernel compiled ahead"
+    described = next(p for p in cubins[0].parent.glob("*.json") if not p.name.startswith("__grp__"))
+    target = json.loads(described.read_text())["target"]
+    assert target["arch"] == 90 and target["backend"] == "cuda"
+
+
+def test_inputs_factories_give_shapes_without_memory_or_are_skipped() -> None:
+    from aka_core.builtin.operator_tasks import load_task
+    from aka_core.kits.python_backend import PythonBackend
+    from aka_core.plugin.host import PluginHost
+
+    for task_id, expect_all in (("triton2triton/gelu", True), ("torch2triton/moe_grouped_gemm", False)):
+        task = load_task(REPO / "tasks" / task_id, task_id, PluginHost())
+        make = PythonBackend().load_callable(task.root, "inputs.py:make_inputs",
+                                             "aka_test_shapes_" + task_id.replace("/", "_"))
+        seeds = {c.name: [7] for c in task.cases}
+        calls, skipped = prebuild.meta_inputs(make, task.cases, seeds, "cpu")
+        if expect_all:
+            assert len(calls) == len(task.cases) and not skipped
+            shape = calls[0]["x"]["meta"]
+            assert shape["dtype"] == "bfloat16" and len(shape["shape"]) == 2
+        else:  # its factory counts rows per expert from the data (bincount): runner compiles
+            assert not calls and skipped == [c.name for c in task.cases]
+
+
+def test_meta_inputs_decode_to_meta_tensors_and_bad_ones_are_refused() -> None:
+    import torch
+
+    from aka_core.evaluation import protocol
+
+    decoded = protocol.decode_inputs_cpu(protocol.encode_inputs_meta(
+        {"x": torch.empty(3, 5, dtype=torch.bfloat16), "eps": 1e-6}))
+    assert decoded["x"].device.type == "meta" and tuple(decoded["x"].shape) == (3, 5)
+    assert decoded["x"].dtype == torch.bfloat16 and decoded["eps"] == 1e-6
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode_inputs_cpu({"x": {"meta": {"dtype": "bfloat16", "shape": [-1]}}})
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode_inputs_cpu({"x": {"meta": {"dtype": "object", "shape": [1]}}})

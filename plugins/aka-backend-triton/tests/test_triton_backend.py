@@ -78,3 +78,44 @@ def test_syntax_error_is_a_build_error(tmp_path: Path):
         TritonBackend().load_callable(tmp_path, "kernel.py:f", "aka_side_test_syntax")
     assert info.value.file == "kernel.py"
     assert info.value.line == 3
+
+
+def test_kernels_compile_ahead_for_a_gpu_target_on_meta_tensors(tmp_path: Path):
+    """A builder's mode (AKA_COMPILE_ONLY, AKA_TARGET_ARCH): preload makes Triton compile for the
+    target and launch nothing; a call on meta tensors leaves an sm_90 cubin in the cache."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from aka_backend_triton import ahead
+
+    assert ahead.target_of("sm_90") == ("cuda", 90, 32)
+    assert ahead.target_of("sm_90a") == ("cuda", 90, 32)
+    assert ahead.target_of("gfx942") is None
+    (tmp_path / "k.py").write_text(textwrap.dedent('''
+        import torch, triton, triton.language as tl
+
+        @triton.jit
+        def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+        def double(x):
+            y = torch.empty_like(x)
+            _double[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+            return y
+    '''))
+    code = ("import sys, torch; sys.path.insert(0, sys.argv[1]); "
+            "from aka_backend_triton import TritonBackend; TritonBackend().preload('cpu'); "
+            "import k; print(k.double(torch.empty(4096, dtype=torch.float16, device='meta')).device)")
+    env = {**os.environ, "AKA_COMPILE_ONLY": "1", "AKA_TARGET_ARCH": "sm_90",
+           "TRITON_CACHE_DIR": str(tmp_path / "cache"), "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, env=env, check=False)
+    assert done.stdout.strip() == "meta", done.stderr[-3000:]
+    cubins = list((tmp_path / "cache").rglob("*.cubin"))
+    assert cubins
+    described = next(p for p in cubins[0].parent.glob("*.json") if not p.name.startswith("__grp__"))
+    assert json.loads(described.read_text())["target"]["arch"] == 90

@@ -14,6 +14,7 @@ from aka_core.plugin import (
     PythonBackend,
     hookimpl,
     innermost_location,
+    native,
 )
 
 
@@ -27,6 +28,10 @@ class TritonBackend(PythonBackend):
         # The interpreter must be chosen before triton is imported: the worker's environment.
         return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
 
+    build_ahead = "call"
+    """A builder (``prebuild``) compiles this backend's kernels by calling the side's function on
+    each case's shapes, with no GPU (``ahead``)."""
+
     def preload(self, device: str) -> None:
         # Before the lock, what a side's first kernel would otherwise pay inside it: Triton's
         # import (~0.3 s), its driver's utilities (a small module compiled once into the runner's
@@ -36,6 +41,11 @@ class TritonBackend(PythonBackend):
         import triton
         import triton.language  # noqa: F401
 
+        if native.compile_only():  # a builder: kernels compiled for the GPU's target, not run
+            from aka_backend_triton import ahead
+
+            ahead.install(native.target_architecture() or "")
+            return
         if device != "cuda":
             return
         from triton.compiler.compiler import make_backend
