@@ -294,9 +294,11 @@ class Judge:
                 architecture = architecture or prebuild.gpu_architecture()
                 why = None if architecture else "the GPU's architecture is unknown"
             if why is None and kind == "call" and calls is None:
+                # Asked for CPU tensors (fake ones: nothing allocated, nothing run), so that no
+                # GPU work precedes the lock; the corpus' factories do not branch on the device.
                 with task_code_deadline(TASK_CODE_SECONDS, "the inputs factory (shapes)", "all"):
                     calls, skipped = prebuild.meta_inputs(self.make_inputs, self.cases,
-                                                          self.case_seeds, self.device)
+                                                          self.case_seeds, "cpu")
             if why is None and kind == "call" and not calls:
                 why = "no case's shapes are known without running its inputs factory"
             if why is not None:

@@ -234,13 +234,6 @@ def test_a_builders_daemon_does_not_outlive_it(tmp_path: Path) -> None:
     assert done.stdout.split() == ["gone", "failed"], done.stdout + done.stderr[-3000:]
 
 
-def cpu_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The judge asks the inputs factory for shapes on its GPU; here, on the CPU."""
-    real = prebuild.meta_inputs
-    monkeypatch.setattr(prebuild, "meta_inputs",
-                        lambda make, cases, seeds, device: real(make, cases, seeds, "cpu"))
-
-
 def test_a_triton_builder_compiles_every_case_for_the_gpu_into_the_runners_cache(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ``call`` kind: the side's function called on meta tensors of each case's shapes,
@@ -248,7 +241,6 @@ def test_a_triton_builder_compiles_every_case_for_the_gpu_into_the_runners_cache
     runner's Triton cache, and nothing ran (meta tensors have no memory)."""
     pytest.importorskip("triton")
     monkeypatch.setattr(prebuild, "gpu_architecture", lambda: "sm_90")
-    cpu_shapes(monkeypatch)
     candidate = REPO / "tests" / "solutions" / "triton2triton" / "gelu"
     judge = judge_for(tmp_path, candidate, task_id="triton2triton/gelu", backend="triton",
                       factory="aka_backend_triton:TritonBackend", entry="kernel.py:gelu",
