@@ -143,17 +143,17 @@ def run_item(section: str, task_id: str, tmp: Path) -> Any:
                                   if c.get("log_tail")), None)}
     if section == "replay":
         return perf_summary(evaluate(task_id, SOLUTIONS / task_id,
-                                     with_block_ms(task.root, tmp / "replay-task" / task_id)))
+                                     with_timing(task.root, tmp / "replay-task" / task_id)))
     if section == "double":
         root = (task.root if task.baseline_is_initial_candidate else
                 without_rules(task, tmp / "double-rules" / task_id))
         return perf_summary(evaluate(task_id, doubled_candidate(task, tmp / "double" / task_id),
-                                     with_block_ms(root, tmp / "double-task" / task_id)))
+                                     with_timing(root, tmp / "double-task" / task_id)))
     if section == "latency":
         return cli_latency(task_id)
     if section == "aa":
         cand = same_as_baseline(task, tmp / "aa" / task_id)
-        return perf_summary(evaluate(task_id, cand, with_block_ms(
+        return perf_summary(evaluate(task_id, cand, with_timing(
             without_rules(task, tmp / "aa-task" / task_id), tmp / "aa-task-b" / task_id)))
     if section == "compile":
         return compile_only_row(task_id)
@@ -279,7 +279,7 @@ def without_rules(task: Any, dest: Path) -> Path:
 TIMING: dict[str, float] = {}  # --block-ms, --min-pairs: the timing policy of the copies evaluated
 
 
-def with_block_ms(task_dir: Path, dest: Path) -> Path | None:
+def with_timing(task_dir: Path, dest: Path) -> Path | None:
     """``task_dir`` itself, or (with --block-ms or --min-pairs) a copy whose ``timing`` says so."""
     import shutil
 

@@ -61,11 +61,10 @@ def builder_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
 class Builder:
     """One side's builder: started at once, collected with ``finish``."""
 
-    def __init__(self, side: str, *, process: RunnerProcess, started: float):
+    def __init__(self, side: str, *, process: RunnerProcess, started: float, calls: int = 0,
+                 shapes_unknown: int = 0):
         self.side, self.process, self.started = side, process, started
-
-    calls = 0
-    shapes_unknown = 0
+        self.calls, self.shapes_unknown = calls, shapes_unknown
 
     @classmethod
     def start(cls, side: str, *, scratch: Path, runner_cache: Path, env: Mapping[str, str],
@@ -93,9 +92,8 @@ class Builder:
         process.send(op="load")
         for inputs in calls or ():
             process.send(op="prepare", inputs=inputs)
-        builder = cls(side, process=process, started=started)
-        builder.calls, builder.shapes_unknown = len(calls or ()), shapes_unknown
-        return builder
+        return cls(side, process=process, started=started, calls=len(calls or ()),
+                   shapes_unknown=shapes_unknown)
 
     def finish(self, deadline: float) -> dict[str, Any]:
         """Wait for the build (until ``deadline``, monotonic), then kill the builder."""
