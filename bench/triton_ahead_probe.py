@@ -3,9 +3,9 @@ cache the GPU process then reads? (A question for issue 13: a fresh Triton candi
 compiles run inside the GPU-exclusive part of its evaluation.)
 
 1. ``--ahead``, in a process that sees no GPU (``CUDA_VISIBLE_DEVICES=""``): Triton's active
-   driver is replaced by a stub that names this GPU's target (``--arch 90``) and launches
-   nothing; the wrapper is called with CPU tensors of the case's shapes, which compiles its
-   kernel into ``TRITON_CACHE_DIR``.
+   driver is replaced by the builder's (``aka_backend_triton.ahead``), which names this GPU's
+   target (``--arch 90``) and launches nothing; the wrapper is called with CPU tensors of the
+   case's shapes, which compiles its kernel into ``TRITON_CACHE_DIR``.
 2. ``--gpu``, in a process with the GPU and the same cache: the same wrapper on CUDA tensors,
    timed; the cache's files listed before and after. If the first call adds no kernel files and
    takes milliseconds, the key matched and the compile can move before the lock.
@@ -47,62 +47,6 @@ def scale(x):
 '''
 
 
-def install_stub(arch: int) -> None:
-    """Triton's active driver replaced by one that targets ``sm_<arch>`` and runs nothing."""
-    import torch
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.driver import DriverBase
-    from triton.runtime import driver
-
-    class Utils:
-        def load_binary(self, *args):  # module, function, registers, spills, max threads
-            return 0, 0, 0, 0, 1024
-
-        def get_device_properties(self, device):
-            return {"max_shared_mem": 232448, "multiprocessor_count": 132, "warpSize": 32}
-
-    class AheadDriver(DriverBase):
-        @staticmethod
-        def is_active() -> bool:
-            return True
-
-        def __init__(self) -> None:
-            self.utils = Utils()
-            self.launcher_cls = lambda src, metadata: (lambda *args, **kwargs: None)
-
-        def get_current_device(self):
-            return 0
-
-        def set_current_device(self, device):
-            return None
-
-        def get_current_stream(self, device=None):
-            return 0
-
-        def get_current_target(self):
-            return GPUTarget("cuda", arch, 32)
-
-        def get_active_torch_device(self):
-            return torch.device("cpu")
-
-        def get_device_interface(self):
-            return torch.cuda
-
-        def get_benchmarker(self):
-            return lambda fn, *args, **kwargs: 1.0
-
-        def map_python_to_cpp_type(self, ty):
-            return ty
-
-        def get_empty_cache_for_benchmark(self):
-            return torch.empty(1)
-
-        def clear_cache(self, cache):
-            return None
-
-    driver.set_active(AheadDriver())
-
-
 def files(cache: Path) -> list[str]:
     return sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
 
@@ -111,8 +55,10 @@ def step(mode: str, arch: int, cache: Path, folder: Path) -> dict:
     sys.path.insert(0, str(folder))
     import torch
 
-    if mode == "ahead":
-        install_stub(arch)
+    if mode == "ahead":  # the builder's own driver (aka_backend_triton.ahead), as prebuild uses it
+        from aka_backend_triton import ahead
+
+        assert ahead.install(f"sm_{arch}")
     import probe_kernel
 
     x = torch.empty(1 << 22, dtype=torch.bfloat16, device="cpu" if mode == "ahead" else "cuda")
