@@ -182,6 +182,7 @@ def test_the_red_teams_planted_baseline_build_is_not_planted(
     judge.finish_builders(judge.start_builders())
     assert judge.result["prebuild"]["candidate"]["outcome"] == "built"
     assert not any(baseline_builds.iterdir())
+    assert not (judge.scratch / "baseline" / "cache" / "triton").exists()
     key = runner_key(exploit, "sm_90")
     assert (judge.side_scratch["candidate"] / "cache" / "builds" / "cuda" / key / "lib.so").is_file()
 
