@@ -19,8 +19,15 @@ from aka_core.kits import native
 REPO = Path(__file__).resolve().parents[2]
 RMS = REPO / "tests" / "solutions" / "cuda2cuda" / "rms_norm"
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path(
-    "/usr/local/cuda/bin/nvcc").exists(), reason="nvcc is not installed")
+def _nvcc() -> str | None:
+    try:
+        from aka_backend_cuda.toolchain import find_nvcc
+    except ImportError:
+        return None
+    return find_nvcc()
+
+
+needs_nvcc = pytest.mark.skipif(_nvcc() is None, reason="nvcc is not installed")
 
 
 def judge_for(tmp_path: Path, candidate: Path, *, restored: bool = False,
