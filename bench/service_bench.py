@@ -106,7 +106,11 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                         "measured_how": {k: (evaluation.get("performance") or {}).get(k)
                                          for k in ("flush", "gpu_lock_wait_s", "gpu_state")},
                         "runner_ops": ((evaluation.get("diagnostics") or {}).get("runner_ops")
-                                       or {})}
+                                       or {}),
+                        # Each side's build before the GPU lock, and the pairs each case took.
+                        "prebuild": evaluation.get("prebuild"),
+                        "pairs": [c.get("pairs") for c in (evaluation.get("performance") or {})
+                                  .get("cases", [])]}
 
         started = time.monotonic()
         results = await asyncio.gather(*(one(t, k) for k in range(repeats) for t in tasks))
@@ -224,6 +228,19 @@ def main() -> int:
         lines.append("mean round-trip seconds per evaluation, by runner operation: " + ", ".join(
             f"{k} {statistics.mean(v):.3f}" for k, v in sorted(
                 ops.items(), key=lambda kv: -statistics.mean(kv[1]))[:14]))
+    builds: dict[str, list[float]] = {}
+    for r in results:
+        for side, entry in (r.get("prebuild") or {}).items():
+            if isinstance(entry, dict) and entry.get("ran"):
+                builds.setdefault(f"{side} {entry.get('outcome')}", []).append(
+                    float(entry.get("seconds") or 0.0))
+    if builds:  # the builds before the GPU lock: how many, how they ended, their seconds
+        lines.append("builds before the GPU lock (side, outcome: count, mean s): " + ", ".join(
+            f"{k}: {len(v)}, {statistics.mean(v):.2f}" for k, v in sorted(builds.items())))
+    pairs = [p for r in results for p in (r.get("pairs") or []) if p]
+    if pairs:
+        lines.append(f"timed pairs per case: mean {statistics.mean(pairs):.1f}, "
+                     f"min {min(pairs)}, max {max(pairs)}")
     lines += ["", "| task | statuses | service speedups | serial speedup [95% CI] | in the CI +-2% |",
               "|---|---|---|---|---|"]
     serial = {r["task"]: r for r in report.get("serial", [])}
