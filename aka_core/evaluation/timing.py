@@ -545,6 +545,7 @@ class CaseTimer:
                         max(2, math.ceil(self.policy.block_ms / min(est.values())))))
         self.allocate(count)
         self.choose_mode()
+        count = self.fit_graph_blocks(count, min(cap, by_memory), o_est)
         self.record.update(calls_per_block=count, estimate_ms=est)
         started = time.monotonic()
         stop_reason = "max_pairs"
@@ -582,6 +583,34 @@ class CaseTimer:
                                                      judge.inputs_for(self.case, 1), self.flush)
         self.release()
         return self.record
+
+    def fit_graph_blocks(self, count: int, most: int, overhead: float) -> int:
+        """Blocks sized again once both sides are replayed as graphs: the eager estimates of
+        microsecond calls are launch-bound (a Triton launch costs more than its kernel), so
+        their blocks would hold a fraction of ``block_ms`` and the fixed cost of a replay would
+        weigh more. Two unaudited graph blocks per side time a call; blocks grow to aim at
+        ``block_ms`` again (recaptured), never shrink."""
+        if self.mode["baseline"] != "graph" or self.mode["candidate"] != "graph" or count >= most:
+            return count
+        inputs = self.fresh_inputs(-3)
+        per_call = min(stats.median([self.block(side, inputs, audit=False) for _ in range(2)])
+                       for side in ("baseline", "candidate"))
+        per_call = max((per_call - overhead) / count, 1e-5)
+        wanted = int(min(most, MAX_CALLS, math.ceil(self.policy.block_ms / per_call)))
+        if wanted < count * 1.25:  # near the aim already: not worth a second capture
+            return count
+        resized = self.record["graph_resized"] = {"from": count, "to": wanted,
+                                                  "replayed_call_ms": round(per_call, 6)}
+        for size in (wanted, count):
+            self.allocate(size)
+            self.mode = {"baseline": "eager", "candidate": "eager"}
+            for key in ("method", "graph_fallback", "candidate_method", "candidate_graph_failure"):
+                self.record.pop(key, None)
+            self.choose_mode()
+            if self.mode["baseline"] == self.mode["candidate"] == "graph":
+                return size
+            resized["kept"] = count  # both replayed the smaller block: keep that one
+        return count
 
     def samples(self, overhead: float) -> tuple[list[float], list[float]]:
         return ([max(w - overhead, 1e-6) / self.count for w in self.windows["baseline"]],

@@ -431,3 +431,59 @@ def test_a_case_whose_baseline_cannot_enqueue_a_block_is_timed_again_with_smalle
     assert timer.record["launch_queue"] == [{"side": "baseline", "calls_per_block": 250}]
     assert record["calls_per_block"] == 31
     assert timer.windows == {"baseline": [], "candidate": []}  # started again from nothing
+
+
+def _graph_timer(per_call_ms: float, captures: list[tuple[int, bool]]) -> timing.CaseTimer:
+    """A case timer whose GPU steps are stand-ins: graph blocks of ``per_call_ms`` per call on
+    top of a 0.3 ms hand-off; ``captures`` says, per capture, whether the candidate's succeeds."""
+    from aka_core.models import TimingPolicy
+
+    timer = object.__new__(timing.CaseTimer)
+    timer.record, timer.policy = {"case": "c"}, TimingPolicy()
+    timer.mode = {"baseline": "graph", "candidate": "graph"}
+    timer.count, timer.allocations = 400, []
+    timer.fresh_inputs = lambda pair: [{}] * timer.count  # type: ignore[method-assign]
+    timer.block = lambda side, inputs, audit=True: 0.3 + timer.count * per_call_ms  # type: ignore
+
+    def allocate(count: int) -> None:
+        timer.count = count
+        timer.allocations.append(count)
+
+    def choose_mode() -> None:
+        ok = captures.pop(0)
+        timer.mode["baseline"] = "graph"
+        if ok:
+            timer.mode["candidate"] = "graph"
+        else:
+            timer.record["candidate_method"] = "eager"
+
+    timer.allocate, timer.choose_mode = allocate, choose_mode  # type: ignore[method-assign]
+    return timer
+
+
+def test_graph_blocks_of_microsecond_calls_grow_to_the_aimed_window() -> None:
+    # Eager estimates of a 1.9 us call are launch-bound: 400 calls fill 0.76 ms, not 2 ms.
+    timer = _graph_timer(0.0019, [True])
+    count = timer.fit_graph_blocks(400, timing.MAX_CALLS, 0.3)
+    assert count == timer.count == 1053 and timer.allocations == [1053]
+    assert timer.record["graph_resized"]["from"] == 400
+    assert timer.mode == {"baseline": "graph", "candidate": "graph"}
+
+
+def test_graph_blocks_stay_when_near_the_aim_or_bounded_by_memory() -> None:
+    timer = _graph_timer(0.0045, [])
+    assert timer.fit_graph_blocks(400, timing.MAX_CALLS, 0.3) == 400  # 445 calls: not worth it
+    timer = _graph_timer(0.0019, [True])
+    assert timer.fit_graph_blocks(400, 600, 0.3) == 600  # what memory allows, no more
+    eager = _graph_timer(0.0019, [])
+    eager.mode["candidate"] = "eager"  # an eager side keeps the sizes its launches allow
+    assert eager.fit_graph_blocks(400, timing.MAX_CALLS, 0.3) == 400 and not eager.allocations
+
+
+def test_a_candidate_that_cannot_replay_the_larger_block_keeps_the_smaller_one() -> None:
+    timer = _graph_timer(0.0019, [False, True])
+    assert timer.fit_graph_blocks(400, timing.MAX_CALLS, 0.3) == 400
+    assert timer.allocations == [1053, 400]
+    assert timer.record["graph_resized"]["kept"] == 400
+    assert "candidate_method" not in timer.record
+    assert timer.mode == {"baseline": "graph", "candidate": "graph"}
