@@ -34,6 +34,8 @@
 #                                    # calls, graph replay): A/A and 2x work (issue 12's tiny cases)
 #   bash bench/device_steps.sh 20    # issue 13's first timing trade: A/A and 2x work with at least
 #                                    # 5 pairs per case against the default 10, side by side
+#   bash bench/device_steps.sh 21    # the 2x probe on smoke shapes, graph blocks sized from replays,
+#                                    # then A/A and 2x work with at least 5 pairs
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -45,7 +47,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 20}"
+step="${1:?step 1 to 21}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -224,5 +226,25 @@ PY
         --min-pairs "$pairs" --tasks $P --jobs 3 --deadline-s 230 2>&1 | tail -14
     done
     ;;
-  *) echo "step 1 to 20" >&2; exit 2 ;;
+  21)
+    # Issue 12's tiny cases: the 2x-work probe without the judge on smoke shapes (the same call
+    # twice, and twice on inputs of its own), then the judge on them with graph blocks sized from
+    # replays; issue 13's timing trade: A/A and 2x work with at least 5 pairs per case.
+    T="torch2triton/grad_norm_clip torch2cuda/silu_and_mul torch2triton/geglu
+       torch2triton/row_logsumexp torch2triton/adamw_step torch2cuda/gelu_tanh_bias
+       triton2triton/causal_attention torch2triton/cross_entropy torch2triton/linear_bias_residual
+       torch2triton/embedding_bag_mean cuda2cuda/embedding_gather_naive cuda2cuda/row_sum_fp32"
+    python3 bench/double_probe.py --reps 30 $(for t in $T; do case $t in cuda2cuda/*) ;;
+      *) printf '%s:tiny ' "$t" ;; esac; done) \
+      triton2triton/transpose_bf16:m16384_n16384_bf16 \
+      torch2triton/paged_kv_cache_write:t32768_nb4096_bs16_h8_d128_bf16 2>&1 | tail -16
+    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $T --jobs 3 \
+      --deadline-s 150 2>&1 | tail -18
+    P="triton2triton/gelu triton2triton/softmax triton2triton/embedding_gather cuda2cuda/transpose
+       torch2triton/cross_entropy triton2triton/causal_attention torch2cuda/silu_and_mul
+       triton2triton/layer_norm"
+    python3 bench/gpu_bench.py --out "$out/pairs-5" --sections aa,double --aa-repeats 2 \
+      --min-pairs 5 --tasks $P --jobs 3 --deadline-s $((560 - SECONDS)) 2>&1 | tail -14
+    ;;
+  *) echo "step 1 to 21" >&2; exit 2 ;;
 esac

@@ -110,7 +110,8 @@ def perf_summary(result: dict[str, Any]) -> dict[str, Any]:
            "cases": [{k: c.get(k) for k in ("case", "held_out", "method", "pairs", "speedup",
                                             "ci95", "baseline_median_ms", "candidate_median_ms",
                                             "stop_reason", "speed_of_light_ms",
-                                            "calls_per_block", "launch_queue", "seconds")}
+                                            "calls_per_block", "launch_queue", "graph_resized",
+                                            "seconds")}
                      for c in perf.get("cases", [])],
            "wall_clock_check": ev.get("wall_clock_check", {}).get("passed")}
     if ev.get("failure"):
