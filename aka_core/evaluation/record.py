@@ -225,6 +225,11 @@ class PerformanceCase(OpenRecord):
     """Why the case was timed eagerly: the baseline could not be captured in a CUDA graph."""
     candidate_method: str | None = None
     candidate_graph_failure: str | None = None
+    graph_resized: dict[str, Number] | None = None
+    """Graph blocks sized again from replays: ``from`` and ``to`` calls per block, the replayed
+    call's ms (``kept``: a side could not replay the larger block, the smaller was timed)."""
+    launch_queue: list[dict[str, Any]] | None = None
+    """Blocks the baseline could not enqueue (released untimed): the side and its block size."""
     stop_reason: str | None = None
     """``ci_target``, ``max_pairs``, ``time_cap`` or ``phase_limit``."""
     audits: int | None = None
