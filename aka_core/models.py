@@ -169,7 +169,7 @@ class Timeouts:
 @attrs.frozen(kw_only=True)
 class TimingPolicy:
     method: Literal["auto", "events", "cuda_graph"] = "auto"
-    min_pairs: int = 10
+    min_pairs: int = 5
     max_pairs: int = 200
     target_ci_percent: float = 0.5
     max_seconds_per_case: float = 6.0

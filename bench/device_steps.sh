@@ -36,6 +36,8 @@
 #                                    # 5 pairs per case against the default 10, side by side
 #   bash bench/device_steps.sh 21    # the 2x probe on smoke shapes, graph blocks sized from replays,
 #                                    # then A/A and 2x work with at least 5 pairs
+#   bash bench/device_steps.sh 22    # the reward service as it is now, the smoke shapes' 2x with the
+#                                    # flush after the copy, A/A and 2x on three tasks
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -47,7 +49,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 21}"
+step="${1:?step 1 to 22}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -246,5 +248,25 @@ PY
     python3 bench/gpu_bench.py --out "$out/pairs-5" --sections aa,double --aa-repeats 2 \
       --min-pairs 5 --tasks $P --jobs 3 --deadline-s $((560 - SECONDS)) 2>&1 | tail -14
     ;;
-  *) echo "step 1 to 21" >&2; exit 2 ;;
+  22)
+    # Issue 13: the reward service (5 pairs, builds before the lock, preload); issue 12: the
+    # smoke shapes with the flush after the copy (L2 clean), then A/A and 2x on three tasks.
+    timeout 330 python3 bench/service_bench.py --out "$out/service" --repeats 2 --in-flight 64 \
+      --per-gpu 2 --warm 3 --single 3 --tasks cuda2cuda/rms_norm cuda2cuda/transpose \
+      torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul torch2triton/cross_entropy \
+      torch2triton/fp8_quantize torch2triton/gemm_bias_gelu triton2triton/causal_attention \
+      triton2triton/embedding_gather triton2triton/gelu triton2triton/gemm_bf16 \
+      triton2triton/layer_norm triton2triton/rms_norm triton2triton/rotary_embedding \
+      triton2triton/silu_and_mul triton2triton/softmax 2>&1 | tail -32
+    T="torch2triton/grad_norm_clip torch2cuda/silu_and_mul torch2triton/geglu
+       torch2triton/row_logsumexp torch2triton/adamw_step torch2cuda/gelu_tanh_bias
+       triton2triton/causal_attention torch2triton/cross_entropy torch2triton/linear_bias_residual
+       torch2triton/embedding_bag_mean cuda2cuda/embedding_gather_naive cuda2cuda/row_sum_fp32"
+    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $T --jobs 3 \
+      --deadline-s $(( (540 - SECONDS) * 6 / 10 )) 2>&1 | tail -18
+    python3 bench/gpu_bench.py --out "$out/flush" --sections aa,double --tasks triton2triton/gelu \
+      triton2triton/softmax cuda2cuda/transpose --jobs 3 --deadline-s $((560 - SECONDS)) 2>&1 \
+      | tail -8
+    ;;
+  *) echo "step 1 to 22" >&2; exit 2 ;;
 esac

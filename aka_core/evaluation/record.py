@@ -187,7 +187,8 @@ class Interference(OpenRecord):
     ratio: Number | None = None
     limit: Number | None = None
     input_copy_ms: dict[str, Number] | None = None
-    """Per side: the median time of the judge's copy of a block's inputs."""
+    """Per side: the median time of the judge's copy of a block's inputs and the L2 flush after it
+    (the judge's own work before the window)."""
 
 
 @attrs.frozen(kw_only=True)

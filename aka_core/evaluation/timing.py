@@ -2,10 +2,11 @@
 
 A sample is a *block*: ``K`` calls of one side, each on its own fresh inputs. The runner enqueues
 the block behind a "go" word in the judge's arena and answers; the judge then, on its own stream,
-reads a buffer twice the size of L2 (so no line of the inputs is cached, and none is dirty), records
-its start event, copies the block's inputs into the arena (before this copy no input of the block
-exists anywhere the runner can see), records the window's start, writes "go", waits for the
-runner's "done" word and records the window's end. The window, on the judge's events, is
+records its start event, copies the block's inputs into the arena (before this copy no input of
+the block exists anywhere the runner can see), reads a buffer twice the size of L2 (so no line of
+the inputs is cached, and none is dirty: the copy's lines are written back here, outside the
+window), records the window's start, writes "go", waits for the runner's "done" word and records
+the window's end. The window, on the judge's events, is
 ``o + K * t``: ``o`` is the fixed cost of handing the GPU from the judge's context to the runner's
 and back (about 0.3 ms on an H200, measured with blocks of one trivial kernel), ``t`` the time of
 one call. Blocks are sized so that ``K * t`` is several milliseconds.
@@ -337,10 +338,13 @@ class CaseTimer:
             # The stage was written on the default stream: the block's copy must follow it.
             self.stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.stream):
-                self.flush()
                 e0.record(self.stream)
                 if not touch:
                     slots.inputs_bytes.copy_(self.stage)
+                # After the copy: the read evicts the inputs' lines the copy left dirty in L2
+                # (written back here, not inside the window) and everything else; the window
+                # starts with nothing of the block cached.
+                self.flush()
                 e1.record(self.stream)
                 cuda_ipc.stream_write(self.stream.cuda_stream, slots.go, n)
                 cuda_ipc.stream_wait_at_least(self.stream.cuda_stream, slots.done, n)
@@ -662,8 +666,9 @@ def measure(judge: Judge) -> None:
     perf: dict[str, Any] = {"measured": False, "cases": cases_out}
     judge.result["performance"] = perf
     states = {"start": gpu_state.Reading()}  # read while the first case runs: clocks at work
-    perf["flush"] = (f"a read of {flush.buffer.numel() * 4 / 2**20:.0f} MiB (twice the L2) before "
-                     "each block, outside its window")
+    perf["flush"] = (f"a read of {flush.buffer.numel() * 4 / 2**20:.0f} MiB (twice the L2) after "
+                     "each block's inputs are copied, before its window: L2 clean, nothing of "
+                     "the block cached")
     perf["gpu_lock_wait_s"] = judge.result["phases"].get("gpu_wait")
     timers = []
     for index, case in enumerate(judge.cases):
@@ -743,7 +748,8 @@ def check_interference(case: str, ratio: float, interleaved: float, clean: float
     """The candidate's process must not use the GPU outside its own blocks.
 
     Two signs: the baseline ran slower while the candidate's process was alive than alone after
-    it was killed; the judge's copy of a block's inputs (the same bytes for both sides) took
+    it was killed; the judge's copy of a block's inputs and the flush after it (the same work for
+    both sides) took
     longer before the candidate's blocks, i.e. its process held the GPU while its inputs were
     being written (a head start on work that would then escape the window). A small excess may
     be drift between the phases: the evaluation is then not judged (``infra_error``, retry); a
@@ -751,7 +757,8 @@ def check_interference(case: str, ratio: float, interleaved: float, clean: float
     """
     base_copy, cand_copy = copies.get("baseline"), copies.get("candidate")
     if base_copy and cand_copy and cand_copy > base_copy * COPY_LIMIT + 0.02:
-        raise JudgeFailure(FailureKind.INTERFERENCE, f"case {case}: copying a block's inputs took "
+        raise JudgeFailure(FailureKind.INTERFERENCE, f"case {case}: copying a block's inputs "
+                           "(and the flush after) took "
                            f"{cand_copy:.4f} ms before the candidate's blocks but {base_copy:.4f} "
                            "ms before the baseline's: the candidate's process held the GPU while "
                            "its inputs were written")

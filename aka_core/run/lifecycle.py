@@ -458,7 +458,7 @@ def worker_env(host: PluginHost, backend: str, device: str,
     return env
 
 
-QUICK_TIMING = TimingPolicy(method="auto", min_pairs=10, max_pairs=40, target_ci_percent=1.0,
+QUICK_TIMING = TimingPolicy(method="auto", min_pairs=5, max_pairs=40, target_ci_percent=1.0,
                             max_seconds_per_case=2.0)
 """The operator judge's timing of an advisory evaluation (``aka selfcheck``)."""
 
