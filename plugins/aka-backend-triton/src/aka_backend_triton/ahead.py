@@ -6,8 +6,9 @@ and its specialisation (argument dtypes, 16-byte alignment, integer values). A b
 side's function on uninitialised CPU tensors of each case's shapes with Triton's driver replaced
 by ``AheadDriver``: it names the evaluation GPU's target and launches nothing, so every kernel the
 function would launch is compiled into the cache the side's runner reads, under the key that
-runner computes on the GPU. Launchers (a small C module per signature) are built too where this
-host can link them. Anything that fails here only leaves the compile to the runner.
+runner computes on the GPU. Launchers (a small C module per signature) and the driver's C
+utilities are built too where this host can link them. Anything that fails here only leaves the
+compile to the runner.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ def install(architecture: str) -> bool:
     from triton.runtime import driver
 
     driver.set_active(AheadDriver(GPUTarget(*target)))
+    # The driver's C utilities, a module compiled (with the host's C compiler) at the first
+    # launch of any kernel: built here, they are in the runner's cache too.
+    with contextlib.suppress(Exception):
+        from triton.backends.nvidia.driver import CudaUtils
+
+        CudaUtils()
     return True
 
 
