@@ -38,6 +38,7 @@
 #                                    # then A/A and 2x work with at least 5 pairs
 #   bash bench/device_steps.sh 22    # the reward service as it is now, the smoke shapes' 2x with the
 #                                    # flush after the copy, A/A and 2x on three tasks
+#   bash bench/device_steps.sh 23    # the reward service with 4 slots per GPU (short)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -49,7 +50,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 22}"
+step="${1:?step 1 to 23}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -268,5 +269,16 @@ PY
       triton2triton/softmax cuda2cuda/transpose --jobs 3 --deadline-s $((560 - SECONDS)) 2>&1 \
       | tail -8
     ;;
-  *) echo "step 1 to 22" >&2; exit 2 ;;
+  23)
+    # Issue 13: the service with 4 slots per GPU (step 22: the GPU-exclusive part 3.4 s, but 2
+    # slots left the GPU idle while both built before the lock). Short: what device time is left.
+    python3 bench/service_bench.py --out "$out/service" --repeats 2 --in-flight 64 --per-gpu 4 \
+      --warm 0 --single 0 --deadline-s "${SERVICE_DEADLINE_S:-130}" --tasks cuda2cuda/rms_norm \
+      cuda2cuda/transpose torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul \
+      torch2triton/cross_entropy torch2triton/fp8_quantize torch2triton/gemm_bias_gelu \
+      triton2triton/causal_attention triton2triton/embedding_gather triton2triton/gelu \
+      triton2triton/gemm_bf16 triton2triton/layer_norm triton2triton/rms_norm \
+      triton2triton/rotary_embedding triton2triton/silu_and_mul triton2triton/softmax 2>&1 | tail -12
+    ;;
+  *) echo "step 1 to 23" >&2; exit 2 ;;
 esac

@@ -74,8 +74,8 @@ def editable_files(task: str) -> dict[str, str | bytes]:
             if (SOLUTIONS / task / name).is_file()}
 
 
-async def through_service(url: str, tasks: list[str], repeats: int, in_flight: int
-                          ) -> tuple[list[dict[str, Any]], float]:
+async def through_service(url: str, tasks: list[str], repeats: int, in_flight: int,
+                          deadline: float | None = None) -> tuple[list[dict[str, Any]], float]:
     from aka_core.api import AsyncServiceClient
 
     limit = asyncio.Semaphore(in_flight)
@@ -92,6 +92,7 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                                                held_out_seed=HELD_OUT_SEED)
                 evaluation = (result.get("record") or {}).get("evaluation") or {}
                 return {"task": task, "repeat": k, "wall_s": time.monotonic() - started,
+                        "ended": time.monotonic(),
                         "status": result.get("status"), "reward": result.get("reward"),
                         "speedup": result.get("speedup"), "ci95": result.get("ci95"),
                         "message": result.get("message"),
@@ -113,8 +114,13 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                                   .get("cases", [])]}
 
         started = time.monotonic()
-        results = await asyncio.gather(*(one(t, k) for k in range(repeats) for t in tasks))
-        return list(results), time.monotonic() - started
+        pending = [asyncio.ensure_future(one(t, k)) for k in range(repeats) for t in tasks]
+        done, late = await asyncio.wait(pending, timeout=deadline)
+        for future in late:  # past --deadline-s: the rate counts what finished by then
+            future.cancel()
+        finished = [f.result() for f in pending if f in done]
+        ended = max((r["ended"] for r in finished), default=time.monotonic())
+        return finished, (ended if late else time.monotonic()) - started
 
 
 async def single_requests(url: str, task: str, count: int) -> list[float]:
@@ -148,6 +154,8 @@ def main() -> int:
     parser.add_argument("--serial", action="store_true")
     parser.add_argument("--single", type=int, default=5,
                         help="requests of --warm-task one at a time through the service (p50)")
+    parser.add_argument("--deadline-s", type=float,
+                        help="stop the service part after this long; the rate counts what ended")
     parser.add_argument("--prestart", action=argparse.BooleanOptionalAction, default=True,
                         help="the service keeps each slot's next evaluation started")
     args = parser.parse_args()
@@ -182,7 +190,8 @@ def main() -> int:
                 walls = asyncio.run(single_requests(url, args.warm_task, args.single))
                 report["single"] = {"task": args.warm_task, "wall_s": walls,
                                     "p50": statistics.median(walls), "prestart": args.prestart}
-            results, wall = asyncio.run(through_service(url, tasks, args.repeats, args.in_flight))
+            results, wall = asyncio.run(through_service(url, tasks, args.repeats, args.in_flight,
+                                                        args.deadline_s))
         finally:
             service.terminate()
             service.wait(timeout=120)
@@ -191,7 +200,8 @@ def main() -> int:
     rate = len(results) / (wall / 60) / max(1, gpus)
     report["evaluations_per_gpu_minute"] = rate
     lines = [f"# aka serve on {gpus} GPU(s) ({torch.cuda.get_device_name(0) if gpus else 'cpu'})",
-             "", f"{len(results)} evaluations ({len(tasks)} tasks x {args.repeats}), "
+             "", f"{len(results)} evaluations ({len(tasks)} tasks x {args.repeats}"
+             f"{'' if len(results) == len(tasks) * args.repeats else ', cut at --deadline-s'}), "
              f"{args.in_flight} in flight, {args.per_gpu} per GPU: {wall:.1f} s, "
              f"**{rate:.1f} evaluations per GPU-minute**"]
     if "warm" in report:
