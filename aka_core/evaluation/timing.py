@@ -83,6 +83,8 @@ AUDITS_PER_BLOCK = 2  # the last call and one drawn from the secret
 AUDIT_SAMPLE = 1 << 16  # elements of each output an audit compares (drawn from the secret)
 AUDIT_L2_SLACK = 1.05  # the relative-L2 bound on a sample (an estimate) is this much looser
 BLOCK_SECONDS_MIN = 20.0
+FIT_FROM = 64  # graph blocks of more calls (calls under ~30 us) are sized from graph replays
+FIT_CALLS = 128  # graph blocks that time a replayed call before blocks are sized from it
 
 
 class L2Reader:
@@ -589,32 +591,49 @@ class CaseTimer:
         return self.record
 
     def fit_graph_blocks(self, count: int, most: int, overhead: float) -> int:
-        """Blocks sized again once both sides are replayed as graphs: the eager estimates of
-        microsecond calls are launch-bound (a Triton launch costs more than its kernel), so
-        their blocks would hold a fraction of ``block_ms`` and the fixed cost of a replay would
-        weigh more. Two unaudited graph blocks per side time a call; blocks grow to aim at
-        ``block_ms`` again (recaptured), never shrink."""
-        if self.mode["baseline"] != "graph" or self.mode["candidate"] != "graph" or count >= most:
+        """Blocks sized again once both sides are replayed as graphs. The eager estimates of a
+        microsecond call are noise: two calls queued behind "go" run in a few microseconds, the
+        hand-off around them varies by as much, and the count drawn from them landed anywhere
+        from 400 to the 2000-call cap for the same task on an H200 (a graph of 2000 calls of two
+        kernels each then could not be enqueued behind "go"). So, where the estimate gave more
+        than ``FIT_FROM`` calls: both sides captured at ``FIT_CALLS`` calls at most, two
+        unaudited replays each time a call, and the blocks sized from that to aim at
+        ``block_ms`` (recaptured unless within 25%). A side that cannot replay the new block
+        keeps the size it could."""
+        if (self.mode["baseline"] != "graph" or self.mode["candidate"] != "graph"
+                or count <= FIT_FROM):
             return count
+        first = count
+        if count > FIT_CALLS:
+            count = FIT_CALLS
+            if self.capture_at(count) != count:  # a side could not replay that: as at first
+                self.capture_at(first)
+                return first
         inputs = self.fresh_inputs(-3)
         per_call = min(stats.median([self.block(side, inputs, audit=False) for _ in range(2)])
                        for side in ("baseline", "candidate"))
         per_call = max((per_call - overhead) / count, 1e-5)
-        wanted = int(min(most, MAX_CALLS, math.ceil(self.policy.block_ms / per_call)))
-        if wanted < count * 1.25:  # near the aim already: not worth a second capture
+        wanted = int(min(most, MAX_CALLS, max(2, math.ceil(self.policy.block_ms / per_call))))
+        resized = {"from": first, "to": wanted, "replayed_call_ms": round(per_call, 6)}
+        self.record["graph_resized"] = resized
+        if abs(wanted - count) <= 0.25 * count:  # near the aim already: no second capture
+            resized["to"] = count
             return count
-        resized = self.record["graph_resized"] = {"from": count, "to": wanted,
-                                                  "replayed_call_ms": round(per_call, 6)}
-        for size in (wanted, count):
-            self.allocate(size)
-            self.mode = {"baseline": "eager", "candidate": "eager"}
-            for key in ("method", "graph_fallback", "candidate_method", "candidate_graph_failure"):
-                self.record.pop(key, None)
-            self.choose_mode()
-            if self.mode["baseline"] == self.mode["candidate"] == "graph":
-                return size
-            resized["kept"] = count  # both replayed the smaller block: keep that one
+        if self.capture_at(wanted) == wanted:
+            return wanted
+        resized["kept"] = count
+        self.capture_at(count)
         return count
+
+    def capture_at(self, size: int) -> int:
+        """Slots for ``size`` calls and both sides captured again; ``size`` if both replay it as a
+        graph, else -1 (the modes are then what the capture allowed)."""
+        self.allocate(size)
+        self.mode = {"baseline": "eager", "candidate": "eager"}
+        for key in ("method", "graph_fallback", "candidate_method", "candidate_graph_failure"):
+            self.record.pop(key, None)
+        self.choose_mode()
+        return size if self.mode["baseline"] == self.mode["candidate"] == "graph" else -1
 
     def samples(self, overhead: float) -> tuple[list[float], list[float]]:
         return ([max(w - overhead, 1e-6) / self.count for w in self.windows["baseline"]],

@@ -433,7 +433,9 @@ def test_a_case_whose_baseline_cannot_enqueue_a_block_is_timed_again_with_smalle
     assert timer.windows == {"baseline": [], "candidate": []}  # started again from nothing
 
 
-def _graph_timer(per_call_ms: float, captures: list[tuple[int, bool]]) -> timing.CaseTimer:
+
+def _graph_timer(per_call_ms: float, captures: list[bool], count: int = 400
+                 ) -> timing.CaseTimer:
     """A case timer whose GPU steps are stand-ins: graph blocks of ``per_call_ms`` per call on
     top of a 0.3 ms hand-off; ``captures`` says, per capture, whether the candidate's succeeds."""
     from aka_core.models import TimingPolicy
@@ -441,49 +443,67 @@ def _graph_timer(per_call_ms: float, captures: list[tuple[int, bool]]) -> timing
     timer = object.__new__(timing.CaseTimer)
     timer.record, timer.policy = {"case": "c"}, TimingPolicy()
     timer.mode = {"baseline": "graph", "candidate": "graph"}
-    timer.count, timer.allocations = 400, []
+    timer.count, timer.allocations, timer.timed_at = count, [], []
     timer.fresh_inputs = lambda pair: [{}] * timer.count  # type: ignore[method-assign]
-    timer.block = lambda side, inputs, audit=True: 0.3 + timer.count * per_call_ms  # type: ignore
 
-    def allocate(count: int) -> None:
-        timer.count = count
-        timer.allocations.append(count)
+    def block(side: str, inputs: object, audit: bool = True) -> float:
+        timer.timed_at.append(timer.count)
+        return 0.3 + timer.count * per_call_ms
+
+    def allocate(size: int) -> None:
+        timer.count = size
+        timer.allocations.append(size)
 
     def choose_mode() -> None:
-        ok = captures.pop(0)
         timer.mode["baseline"] = "graph"
-        if ok:
+        if captures.pop(0):
             timer.mode["candidate"] = "graph"
         else:
             timer.record["candidate_method"] = "eager"
 
+    timer.block = block  # type: ignore[method-assign]
     timer.allocate, timer.choose_mode = allocate, choose_mode  # type: ignore[method-assign]
     return timer
 
 
 def test_graph_blocks_of_microsecond_calls_grow_to_the_aimed_window() -> None:
-    # Eager estimates of a 1.9 us call are launch-bound: 400 calls fill 0.76 ms, not 2 ms.
-    timer = _graph_timer(0.0019, [True])
-    count = timer.fit_graph_blocks(400, timing.MAX_CALLS, 0.3)
+    # A 1.9 us call whose eager estimate gave 100 calls (0.19 ms): replays size it to 2 ms.
+    timer = _graph_timer(0.0019, [True], count=100)
+    count = timer.fit_graph_blocks(100, timing.MAX_CALLS, 0.3)
     assert count == timer.count == 1053 and timer.allocations == [1053]
-    assert timer.record["graph_resized"]["from"] == 400
+    assert set(timer.timed_at) == {100}  # timed at the size it was captured at
+    assert timer.record["graph_resized"] == {"from": 100, "to": 1053,
+                                             "replayed_call_ms": 0.0019}
     assert timer.mode == {"baseline": "graph", "candidate": "graph"}
 
 
-def test_graph_blocks_stay_when_near_the_aim_or_bounded_by_memory() -> None:
-    timer = _graph_timer(0.0045, [])
-    assert timer.fit_graph_blocks(400, timing.MAX_CALLS, 0.3) == 400  # 445 calls: not worth it
-    timer = _graph_timer(0.0019, [True])
-    assert timer.fit_graph_blocks(400, 600, 0.3) == 600  # what memory allows, no more
+def test_a_noisy_estimate_at_the_cap_is_timed_small_first_and_shrinks() -> None:
+    # The eager estimate said 2000 calls; nothing is replayed at that size before it is sized.
+    timer = _graph_timer(0.0019, [True, True], count=2000)
+    assert timer.fit_graph_blocks(2000, timing.MAX_CALLS, 0.3) == 1053
+    assert set(timer.timed_at) == {timing.FIT_CALLS}
+    assert timer.allocations == [timing.FIT_CALLS, 1053]
+
+
+def test_graph_blocks_are_bounded_by_memory_and_skipped_where_estimates_hold() -> None:
+    timer = _graph_timer(0.0019, [True], count=100)
+    assert timer.fit_graph_blocks(100, 600, 0.3) == 600  # what memory allows, no more
+    near = _graph_timer(0.0165, [True], count=100)  # 122 calls: within 25%, not recaptured
+    assert near.fit_graph_blocks(100, timing.MAX_CALLS, 0.3) == 100 and not near.allocations
     eager = _graph_timer(0.0019, [])
     eager.mode["candidate"] = "eager"  # an eager side keeps the sizes its launches allow
     assert eager.fit_graph_blocks(400, timing.MAX_CALLS, 0.3) == 400 and not eager.allocations
+    longer = _graph_timer(0.05, [])  # 40 calls of 50 us: the eager estimate holds
+    assert longer.fit_graph_blocks(40, timing.MAX_CALLS, 0.3) == 40 and not longer.timed_at
 
 
-def test_a_candidate_that_cannot_replay_the_larger_block_keeps_the_smaller_one() -> None:
-    timer = _graph_timer(0.0019, [False, True])
-    assert timer.fit_graph_blocks(400, timing.MAX_CALLS, 0.3) == 400
-    assert timer.allocations == [1053, 400]
-    assert timer.record["graph_resized"]["kept"] == 400
+def test_a_candidate_that_cannot_replay_the_new_block_keeps_the_old_one() -> None:
+    timer = _graph_timer(0.0019, [False, True], count=100)
+    assert timer.fit_graph_blocks(100, timing.MAX_CALLS, 0.3) == 100
+    assert timer.allocations == [1053, 100]
+    assert timer.record["graph_resized"]["kept"] == 100
     assert "candidate_method" not in timer.record
     assert timer.mode == {"baseline": "graph", "candidate": "graph"}
+    small = _graph_timer(0.0019, [False, True], count=2000)  # not even the small block
+    assert small.fit_graph_blocks(2000, timing.MAX_CALLS, 0.3) == 2000
+    assert small.allocations == [timing.FIT_CALLS, 2000] and not small.timed_at
