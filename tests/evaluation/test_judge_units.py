@@ -507,3 +507,17 @@ def test_a_candidate_that_cannot_replay_the_new_block_keeps_the_old_one() -> Non
     small = _graph_timer(0.0019, [False, True], count=2000)  # not even the small block
     assert small.fit_graph_blocks(2000, timing.MAX_CALLS, 0.3) == 2000
     assert small.allocations == [timing.FIT_CALLS, 2000] and not small.timed_at
+
+
+def test_a_candidate_slow_in_the_sizing_replays_cannot_shrink_the_blocks() -> None:
+    """Fewer calls per block would weigh the hand-off's error more: the blocks are sized on the
+    faster side, so a candidate stalling in the (unaudited) sizing replays changes nothing."""
+    timer = _graph_timer(0.0019, [True], count=100)
+    honest = timer.block
+
+    def block(side: str, inputs: object, audit: bool = True) -> float:
+        window = honest(side, inputs, audit)
+        return window * 100 if side == "candidate" else window
+
+    timer.block = block  # type: ignore[method-assign]
+    assert timer.fit_graph_blocks(100, timing.MAX_CALLS, 0.3) == 1053
