@@ -768,9 +768,8 @@ def check_interference(case: str, ratio: float, interleaved: float, clean: float
 
     Two signs: the baseline ran slower while the candidate's process was alive than alone after
     it was killed; the judge's copy of a block's inputs and the flush after it (the same work for
-    both sides) took
-    longer before the candidate's blocks, i.e. its process held the GPU while its inputs were
-    being written (a head start on work that would then escape the window). A small excess may
+    both sides) took longer before the candidate's blocks, i.e. its process held the GPU while
+    its inputs were being written (a head start on work that would then escape the window). A small excess may
     be drift between the phases: the evaluation is then not judged (``infra_error``, retry); a
     large one fails the candidate.
     """
