@@ -266,12 +266,16 @@ class Judge:
         (``prebuild``): they then build while no GPU is held. Returns the started ones. Nothing
         here fails the evaluation: a builder that cannot start leaves the build to the runner."""
         if self.device != "cuda" or self.req.compile_only_architecture:
+            if self.warm is not None:
+                self.warm.discard_builders()
             return {}  # no GPU lock to build before
         records: dict[str, dict[str, Any]] = {}
         self.result["prebuild"] = records
         try:
             return self._start_builders(records)
         except Exception as exc:  # an evaluator fault here must not cost the evaluation
+            if self.warm is not None:
+                self.warm.discard_builders()
             for side in self.runners:
                 records.setdefault(side, {"ran": False, "reason": "the builders could not "
                                           f"start: {type(exc).__name__}: {exc}"[:300]})
@@ -306,6 +310,13 @@ class Judge:
                 continue
             scratch = self.scratch / f"{side}-builder"
             init = self.side_init[side]
+            ahead = self.warm.take_builder(side) if self.warm is not None else None
+            if ahead is not None:  # started with the judge, confined for this request
+                started[side] = prebuild.Builder.adopt(
+                    side, ahead, runner_cache=self.side_scratch[side] / "cache",
+                    architecture=str(architecture), init=init,
+                    calls=calls if kind == "call" else None, shapes_unknown=len(skipped))
+                continue
             try:
                 started[side] = prebuild.Builder.start(
                     side, scratch=scratch, runner_cache=self.side_scratch[side] / "cache",
@@ -316,6 +327,8 @@ class Judge:
                     calls=calls if kind == "call" else None, shapes_unknown=len(skipped))
             except (OSError, SideFailure) as exc:
                 records[side] = {"ran": False, "reason": f"the builder did not start: {exc}"[:300]}
+        if self.warm is not None:
+            self.warm.discard_builders()  # the ones no side needed
         return started
 
     def finish_builders(self, builders: Mapping[str, Any]) -> None:

@@ -62,9 +62,9 @@ class Builder:
     """One side's builder: started at once, collected with ``finish``."""
 
     def __init__(self, side: str, *, process: RunnerProcess, started: float, calls: int = 0,
-                 shapes_unknown: int = 0):
+                 shapes_unknown: int = 0, ahead: bool = False):
         self.side, self.process, self.started = side, process, started
-        self.calls, self.shapes_unknown = calls, shapes_unknown
+        self.calls, self.shapes_unknown, self.ahead = calls, shapes_unknown, ahead
 
     @classmethod
     def start(cls, side: str, *, scratch: Path, runner_cache: Path, env: Mapping[str, str],
@@ -88,6 +88,29 @@ class Builder:
         own = builder_spec(spec)
         own["write"] = sorted({*own.get("write", []), str(runner_cache)})
         process.send(op="confine", sandbox=own, confine=confine)
+        return cls._build(side, process, started, init, calls, shapes_unknown)
+
+    @classmethod
+    def adopt(cls, side: str, process: RunnerProcess, *, runner_cache: Path, architecture: str,
+              init: Mapping[str, Any], calls: list[dict[str, Any]] | None = None,
+              shapes_unknown: int = 0) -> Builder:
+        """A builder started ahead (``warm``: confined, GPU hidden, waiting for its side) given
+        the side: what ``start`` puts in a new builder's environment comes with its ``init``
+        (applied before the backend is imported)."""
+        for sub in ("builds", "triton"):
+            (runner_cache / sub).mkdir(parents=True, exist_ok=True)
+        env = {**dict(init.get("env") or {}), native.COMPILE_ONLY_ENV: "1",
+               native.TARGET_ARCH_ENV: architecture,
+               "AKA_BUILD_CACHE": str(runner_cache / "builds"),
+               "TRITON_CACHE_DIR": str(runner_cache / "triton")}
+        builder = cls._build(side, process, time.monotonic(), {**init, "env": env}, calls,
+                             shapes_unknown)
+        builder.ahead = True
+        return builder
+
+    @classmethod
+    def _build(cls, side: str, process: RunnerProcess, started: float, init: Mapping[str, Any],
+               calls: list[dict[str, Any]] | None, shapes_unknown: int) -> Builder:
         process.send(op="init", **{**init, "device": "cpu"})
         process.send(op="load")
         for inputs in calls or ():
@@ -97,7 +120,7 @@ class Builder:
 
     def finish(self, deadline: float) -> dict[str, Any]:
         """Wait for the build (until ``deadline``, monotonic), then kill the builder."""
-        record: dict[str, Any] = {"ran": True}
+        record: dict[str, Any] = {"ran": True, **({"started_ahead": True} if self.ahead else {})}
         try:
             reply = self.process.read(max(0.5, deadline - time.monotonic()), "start-up")
             if reply.get("event") != "sandboxed":

@@ -446,6 +446,8 @@ class PrebuildSide(OpenRecord):
     known, ``calls_failed`` of them raising; ``shapes_unknown`` cases left to the runner."""
     calls_failed: int | None = None
     shapes_unknown: int | None = None
+    started_ahead: bool | None = None
+    """The builder was started with the judge, before the request (``warm``)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -12,6 +12,12 @@ pre-started runner never reads more than a fresh one would.
 
 Nothing untrusted runs before the request: the runners import only PyTorch (after confinement),
 and their sandboxes are applied while each has one thread (``sandbox.apply``'s rule).
+
+On a GPU, each side also gets a *builder* started ahead (``prebuild``): confined like a builder
+of this request would be (its runner's sandbox less the GPU's device files, no visible GPU, its
+own scratch, writing only the side runner's cache), importing PyTorch and waiting. The judge
+adopts it when the side needs building (nothing restored from the kernel store) and kills it
+otherwise; a cold build then no longer pays a process start and PyTorch's import.
 """
 
 from __future__ import annotations
@@ -86,6 +92,8 @@ class WarmRunners:
         self.root = root
         self.runners: dict[str, RunnerProcess] = {}
         self.specs: dict[str, dict[str, Any]] = {}
+        self.builders: dict[str, RunnerProcess] = {}
+        self.builder_specs: dict[str, dict[str, Any]] = {}
         for side in SIDES:
             scratch, stage = self.scratch(side), self.stage(side)
             scratch.mkdir(parents=True)
@@ -97,6 +105,19 @@ class WarmRunners:
             runner.send(op="confine", sandbox=spec, confine=True, warm=True,
                         device=profile.device)
             self.runners[side], self.specs[side] = runner, spec
+        if profile.device == "cuda":  # builds before the GPU lock (``prebuild``)
+            from aka_core.evaluation import prebuild
+
+            for side in SIDES:
+                scratch = self.builder_scratch(side)
+                scratch.mkdir(parents=True)
+                spec = self.builder_sandbox(side, profile.protected,
+                                            profile.confinement == "required")
+                builder = RunnerProcess(f"{side} builder", scratch=scratch,
+                                        env={**env_for(scratch, {}), **prebuild.NO_GPU},
+                                        log_path=Path(f"{log_prefix}.{side}-builder.log"))
+                builder.send(op="confine", sandbox=spec, confine=True, warm=True, device="cpu")
+                self.builders[side], self.builder_specs[side] = builder, spec
 
     def scratch(self, side: str) -> Path:
         return self.root / side
@@ -104,15 +125,32 @@ class WarmRunners:
     def stage(self, side: str) -> Path:
         return self.root / "stage" / side
 
+    def builder_scratch(self, side: str) -> Path:
+        return self.root / f"{side}-builder"
+
     def protected_for(self, side: str, protected: Sequence[str]) -> list[str]:
-        """``protected``, the folders every runner is kept from, and the other side's folders."""
+        """``protected``, the folders every runner is kept from, and the other side's folders
+        (its runner's and its builder's)."""
         from aka_core.evaluation import kernel_cache
         from aka_core.evaluation.sandbox import SANDBOX_PROTECTED_ALWAYS
 
         store = kernel_cache.store()
         other = next(s for s in SIDES if s != side)
         return [*protected, *SANDBOX_PROTECTED_ALWAYS, *([str(store)] if store is not None else []),
-                str(self.scratch(other)), str(self.stage(other))]
+                str(self.scratch(other)), str(self.stage(other)), str(self.builder_scratch(other))]
+
+    def builder_sandbox(self, side: str, protected: Sequence[str], required: bool
+                        ) -> dict[str, Any]:
+        """A side builder's sandbox: its runner's (reading the stage) with its own scratch, less
+        the GPU's device files, kept from its runner's scratch but for the cache it builds into
+        (as ``prebuild.Builder.start`` confines one started with the request)."""
+        from aka_core.evaluation import prebuild
+
+        spec = prebuild.builder_spec(runner_spec(
+            self.builder_scratch(side), self.stage(side),
+            [*self.protected_for(side, protected), str(self.scratch(side))], required))
+        spec["write"] = sorted({*spec.get("write", []), str(self.scratch(side) / "cache")})
+        return spec
 
     def unfit(self, req: Any, side_roots: Mapping[str, str]) -> str | None:
         """Why these runners cannot serve ``req`` (None: they can)."""
@@ -132,7 +170,25 @@ class WarmRunners:
             if wanted != self.specs[side]:
                 return (f"the {side}'s sandbox for this request differs from the one the runner "
                         "was confined with (other protected folders)")
+            if side in self.builder_specs and self.builder_sandbox(
+                    side, protected, req.confinement == "required") != self.builder_specs[side]:
+                return (f"the {side} builder's sandbox for this request differs from the one it "
+                        "was confined with")
         return None
+
+    def take_builder(self, side: str) -> Any:
+        """The side's builder started ahead, if it is alive (then it is the caller's)."""
+        builder = self.builders.pop(side, None)
+        if builder is None or builder.dead or builder.proc.poll() is not None:
+            if builder is not None:
+                builder.kill()
+            return None
+        return builder
+
+    def discard_builders(self) -> None:
+        for builder in self.builders.values():
+            builder.kill()
+        self.builders = {}
 
     def stage_side(self, side: str, root: str) -> str:
         """A copy of the side's folder in its stage (links kept as links: a link out of the
@@ -145,3 +201,4 @@ class WarmRunners:
         for runner in self.runners.values():
             runner.kill()
         self.runners = {}
+        self.discard_builders()

@@ -296,3 +296,44 @@ def test_meta_inputs_decode_to_meta_tensors_and_bad_ones_are_refused() -> None:
         protocol.decode_inputs_cpu({"x": {"meta": {"dtype": "bfloat16", "shape": [-1]}}})
     with pytest.raises(protocol.ProtocolError):
         protocol.decode_inputs_cpu({"x": {"meta": {"dtype": "object", "shape": [1]}}})
+
+
+def test_a_builder_started_ahead_builds_the_side_it_is_given(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge started before its request (``warm``) starts a builder per side too: confined
+    with the GPU hidden, it waits; given the side, it compiles every case for the GPU into the
+    side runner's cache, as a builder started with the request does. The one no side needs is
+    killed."""
+    pytest.importorskip("triton")
+    from aka_core.evaluation import warm as warm_module
+    from aka_core.evaluation.judge import runner_environment
+
+    monkeypatch.setattr(prebuild, "gpu_architecture", lambda: "sm_90")
+    candidate = REPO / "tests" / "solutions" / "triton2triton" / "gelu"
+    judge = judge_for(tmp_path, candidate, task_id="triton2triton/gelu", backend="triton",
+                      factory="aka_backend_triton:TritonBackend", entry="kernel.py:gelu",
+                      reference="reference.py:gelu_reference")
+    profile = warm_module.WarmProfile(device="cuda", confinement="best_effort")
+    warm = warm_module.WarmRunners(profile, tmp_path / "warm", runner_environment,
+                                   str(tmp_path / "warm-log"))
+    try:
+        for runner in warm.runners.values():  # not what is tested (and this host has no GPU)
+            runner.kill()
+        builders = dict(warm.builders)
+        assert set(builders) == {"baseline", "candidate"}
+        assert all(warm.builder_specs[s]["devices"] == prebuild.builder_spec(
+            warm.builder_specs[s])["devices"] for s in builders)  # no GPU device file
+        judge.warm = warm
+        scratch = warm.scratch("candidate")
+        judge.side_scratch = {"candidate": scratch}
+        judge.kernel_caches = {"candidate": (None, scratch / "cache", {"used": False})}
+        judge.side_init["candidate"]["root"] = warm.stage_side("candidate", str(candidate))
+        judge.finish_builders(judge.start_builders())
+        record = judge.result["prebuild"]["candidate"]
+        assert record["started_ahead"] and record["outcome"] == "built", record
+        assert record["calls"] == len(judge.cases) and record["calls_failed"] == 0, record
+        assert list((scratch / "cache" / "triton").rglob("*.cubin")), "nothing compiled ahead"
+        assert not warm.builders and builders["baseline"].dead  # not needed: killed
+        assert builders["candidate"].dead  # killed once it built
+    finally:
+        warm.discard()
