@@ -203,6 +203,15 @@ class TpotGate(OpenRecord):
 
 
 @attrs.frozen(kw_only=True)
+class LaunchQueueRelease(OpenRecord):
+    """A block a side could not enqueue behind "go", released untimed; the case was timed again
+    with blocks of an eighth as many calls."""
+
+    side: str | None = None
+    calls_per_block: int | None = None
+
+
+@attrs.frozen(kw_only=True)
 class PerformanceCase(OpenRecord):
     """One timed case: median per-call times, the paired speedup, the raw samples, and how the
     judge timed it (its blocks, the clean phase, the interference check)."""
@@ -229,8 +238,8 @@ class PerformanceCase(OpenRecord):
     graph_resized: dict[str, Number] | None = None
     """Graph blocks sized again from replays: ``from`` and ``to`` calls per block, the replayed
     call's ms (``kept``: a side could not replay the larger block, the smaller was timed)."""
-    launch_queue: list[dict[str, Any]] | None = None
-    """Blocks the baseline could not enqueue (released untimed): the side and its block size."""
+    launch_queue: list[LaunchQueueRelease] | None = None
+    """Blocks the baseline could not enqueue (released untimed), in order."""
     stop_reason: str | None = None
     """``ci_target``, ``max_pairs``, ``time_cap`` or ``phase_limit``."""
     audits: int | None = None
