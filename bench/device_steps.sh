@@ -39,18 +39,19 @@
 #   bash bench/device_steps.sh 22    # the reward service as it is now, the smoke shapes' 2x with the
 #                                    # flush after the copy, A/A and 2x on three tasks
 #   bash bench/device_steps.sh 23    # the reward service with 4 slots per GPU (short)
+#   bash bench/device_steps.sh 24    # the compile-ahead probe, smoke shapes with graph blocks sized
+#                                    # from replays, the service at 2 and 4 slots
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
-# Next: step 19 (issue 12's tiny cases and the 2x probe), then step 17 again (issue 13: the
-# service with preload and builds before the lock).
+# 19, 21, 22 and 23 on 2026-12-03 (bench/results/h200-2026-12-03d/). Next: step 24.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 23}"
+step="${1:?step 1 to 24}"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -280,5 +281,27 @@ PY
       triton2triton/gemm_bf16 triton2triton/layer_norm triton2triton/rms_norm \
       triton2triton/rotary_embedding triton2triton/silu_and_mul triton2triton/softmax 2>&1 | tail -12
     ;;
-  *) echo "step 1 to 23" >&2; exit 2 ;;
+  24)
+    # What 12-03d left: the compile-ahead probe (the driver's utilities built ahead too?), the
+    # smoke shapes with graph blocks sized from replays (issue 12), then the service with
+    # builders started ahead at 2 and at 4 slots, a fixed time each (issue 13).
+    python3 bench/triton_ahead_probe.py 2>&1 | tail -3
+    T="torch2triton/grad_norm_clip torch2cuda/silu_and_mul torch2triton/geglu
+       torch2triton/row_logsumexp torch2triton/adamw_step torch2cuda/gelu_tanh_bias
+       triton2triton/causal_attention torch2triton/cross_entropy torch2triton/linear_bias_residual
+       torch2triton/embedding_bag_mean cuda2cuda/embedding_gather_naive cuda2cuda/row_sum_fp32"
+    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $T --jobs 3 \
+      --deadline-s 150 2>&1 | tail -18
+    for slots in 2 4; do
+      python3 bench/service_bench.py --out "$out/service-$slots" --repeats 3 --in-flight 64 \
+        --per-gpu "$slots" --warm 0 --single 0 --deadline-s 150 --tasks cuda2cuda/rms_norm \
+        cuda2cuda/transpose torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul \
+        torch2triton/cross_entropy torch2triton/fp8_quantize torch2triton/gemm_bias_gelu \
+        triton2triton/causal_attention triton2triton/embedding_gather triton2triton/gelu \
+        triton2triton/gemm_bf16 triton2triton/layer_norm triton2triton/rms_norm \
+        triton2triton/rotary_embedding triton2triton/silu_and_mul triton2triton/softmax 2>&1 \
+        | sed -n 1,8p
+    done
+    ;;
+  *) echo "step 1 to 24" >&2; exit 2 ;;
 esac
