@@ -293,7 +293,8 @@ PY
     python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $T --jobs 3 \
       --deadline-s 150 2>&1 | tail -18
     for slots in 2 4; do
-      python3 bench/service_bench.py --out "$out/service-$slots" --repeats 3 --in-flight 64 \
+      AKA_KERNEL_CACHE="/tmp/kernel-store-$slots" python3 bench/service_bench.py \
+        --out "$out/service-$slots" --repeats 3 --in-flight 64 \
         --per-gpu "$slots" --warm 0 --single 0 --deadline-s 150 --tasks cuda2cuda/rms_norm \
         cuda2cuda/transpose torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul \
         torch2triton/cross_entropy torch2triton/fp8_quantize torch2triton/gemm_bias_gelu \
