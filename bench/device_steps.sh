@@ -52,6 +52,17 @@
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
 step="${1:?step 1 to 24}"
+# The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
+# shapes of issue 12's 2x-work probes.
+SERVICE_TASKS="cuda2cuda/rms_norm cuda2cuda/transpose torch2cuda/fused_add_rms_norm
+  torch2cuda/silu_and_mul torch2triton/cross_entropy torch2triton/fp8_quantize
+  torch2triton/gemm_bias_gelu triton2triton/causal_attention triton2triton/embedding_gather
+  triton2triton/gelu triton2triton/gemm_bf16 triton2triton/layer_norm triton2triton/rms_norm
+  triton2triton/rotary_embedding triton2triton/silu_and_mul triton2triton/softmax"
+SMOKE_TASKS="torch2triton/grad_norm_clip torch2cuda/silu_and_mul torch2triton/geglu
+  torch2triton/row_logsumexp torch2triton/adamw_step torch2cuda/gelu_tanh_bias
+  triton2triton/causal_attention torch2triton/cross_entropy torch2triton/linear_bias_residual
+  torch2triton/embedding_bag_mean cuda2cuda/embedding_gather_naive cuda2cuda/row_sum_fp32"
 source bench/device_setup.sh
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -183,12 +194,7 @@ PY
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 60 \
       --exploits stall_large_blocks 2>&1 | tail -6
     timeout $((560 - SECONDS)) python3 bench/service_bench.py --out "$out/service" --repeats 2 \
-      --in-flight 64 --per-gpu 2 --warm 5 --serial --tasks cuda2cuda/rms_norm \
-      cuda2cuda/transpose torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul \
-      torch2triton/cross_entropy torch2triton/fp8_quantize torch2triton/gemm_bias_gelu \
-      triton2triton/causal_attention triton2triton/embedding_gather triton2triton/gelu \
-      triton2triton/gemm_bf16 triton2triton/layer_norm triton2triton/rms_norm \
-      triton2triton/rotary_embedding triton2triton/silu_and_mul triton2triton/softmax \
+      --in-flight 64 --per-gpu 2 --warm 5 --serial --tasks $SERVICE_TASKS \
       2>&1 | tail -30
     ;;
   16)
@@ -201,12 +207,7 @@ PY
     ;;
   17)
     timeout 540 python3 bench/service_bench.py --out "$out/service" --repeats 2 --in-flight 64 \
-      --per-gpu 2 --warm 3 --single 3 --tasks cuda2cuda/rms_norm cuda2cuda/transpose \
-      torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul torch2triton/cross_entropy \
-      torch2triton/fp8_quantize torch2triton/gemm_bias_gelu triton2triton/causal_attention \
-      triton2triton/embedding_gather triton2triton/gelu triton2triton/gemm_bf16 \
-      triton2triton/layer_norm triton2triton/rms_norm triton2triton/rotary_embedding \
-      triton2triton/silu_and_mul triton2triton/softmax 2>&1 | tail -30
+      --per-gpu 2 --warm 3 --single 3 --tasks $SERVICE_TASKS 2>&1 | tail -30
     ;;
   18)
     python3 bench/double_probe.py --reps 30 triton2triton/transpose_bf16:m16384_n16384_bf16 \
@@ -234,15 +235,12 @@ PY
     # Issue 12's tiny cases: the 2x-work probe without the judge on smoke shapes (the same call
     # twice, and twice on inputs of its own), then the judge on them with graph blocks sized from
     # replays; issue 13's timing trade: A/A and 2x work with at least 5 pairs per case.
-    T="torch2triton/grad_norm_clip torch2cuda/silu_and_mul torch2triton/geglu
-       torch2triton/row_logsumexp torch2triton/adamw_step torch2cuda/gelu_tanh_bias
-       triton2triton/causal_attention torch2triton/cross_entropy torch2triton/linear_bias_residual
-       torch2triton/embedding_bag_mean cuda2cuda/embedding_gather_naive cuda2cuda/row_sum_fp32"
-    python3 bench/double_probe.py --reps 30 $(for t in $T; do case $t in cuda2cuda/*) ;;
+    python3 bench/double_probe.py --reps 30 $(for t in $SMOKE_TASKS; do case $t in cuda2cuda/*) ;;
       *) printf '%s:tiny ' "$t" ;; esac; done) \
       triton2triton/transpose_bf16:m16384_n16384_bf16 \
       torch2triton/paged_kv_cache_write:t32768_nb4096_bs16_h8_d128_bf16 2>&1 | tail -16
-    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $T --jobs 3 \
+    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $SMOKE_TASKS \
+      --jobs 3 \
       --deadline-s 150 2>&1 | tail -18
     P="triton2triton/gelu triton2triton/softmax triton2triton/embedding_gather cuda2cuda/transpose
        torch2triton/cross_entropy triton2triton/causal_attention torch2cuda/silu_and_mul
@@ -254,17 +252,9 @@ PY
     # Issue 13: the reward service (5 pairs, builds before the lock, preload); issue 12: the
     # smoke shapes with the flush after the copy (L2 clean), then A/A and 2x on three tasks.
     timeout 330 python3 bench/service_bench.py --out "$out/service" --repeats 2 --in-flight 64 \
-      --per-gpu 2 --warm 3 --single 3 --tasks cuda2cuda/rms_norm cuda2cuda/transpose \
-      torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul torch2triton/cross_entropy \
-      torch2triton/fp8_quantize torch2triton/gemm_bias_gelu triton2triton/causal_attention \
-      triton2triton/embedding_gather triton2triton/gelu triton2triton/gemm_bf16 \
-      triton2triton/layer_norm triton2triton/rms_norm triton2triton/rotary_embedding \
-      triton2triton/silu_and_mul triton2triton/softmax 2>&1 | tail -32
-    T="torch2triton/grad_norm_clip torch2cuda/silu_and_mul torch2triton/geglu
-       torch2triton/row_logsumexp torch2triton/adamw_step torch2cuda/gelu_tanh_bias
-       triton2triton/causal_attention torch2triton/cross_entropy torch2triton/linear_bias_residual
-       torch2triton/embedding_bag_mean cuda2cuda/embedding_gather_naive cuda2cuda/row_sum_fp32"
-    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $T --jobs 3 \
+      --per-gpu 2 --warm 3 --single 3 --tasks $SERVICE_TASKS 2>&1 | tail -32
+    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $SMOKE_TASKS \
+      --jobs 3 \
       --deadline-s $(( (540 - SECONDS) * 6 / 10 )) 2>&1 | tail -18
     python3 bench/gpu_bench.py --out "$out/flush" --sections aa,double --tasks triton2triton/gelu \
       triton2triton/softmax cuda2cuda/transpose --jobs 3 --deadline-s $((560 - SECONDS)) 2>&1 \
@@ -274,33 +264,21 @@ PY
     # Issue 13: the service with 4 slots per GPU (step 22: the GPU-exclusive part 3.4 s, but 2
     # slots left the GPU idle while both built before the lock). Short: what device time is left.
     python3 bench/service_bench.py --out "$out/service" --repeats 2 --in-flight 64 --per-gpu 4 \
-      --warm 0 --single 0 --deadline-s "${SERVICE_DEADLINE_S:-130}" --tasks cuda2cuda/rms_norm \
-      cuda2cuda/transpose torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul \
-      torch2triton/cross_entropy torch2triton/fp8_quantize torch2triton/gemm_bias_gelu \
-      triton2triton/causal_attention triton2triton/embedding_gather triton2triton/gelu \
-      triton2triton/gemm_bf16 triton2triton/layer_norm triton2triton/rms_norm \
-      triton2triton/rotary_embedding triton2triton/silu_and_mul triton2triton/softmax 2>&1 | tail -12
+      --warm 0 --single 0 --deadline-s "${SERVICE_DEADLINE_S:-130}" --tasks $SERVICE_TASKS 2>&1 \
+      | tail -12
     ;;
   24)
     # What 12-03d left: the compile-ahead probe (the driver's utilities built ahead too?), the
     # smoke shapes with graph blocks sized from replays (issue 12), then the service with
     # builders started ahead at 2 and at 4 slots, a fixed time each (issue 13).
     python3 bench/triton_ahead_probe.py 2>&1 | tail -3
-    T="torch2triton/grad_norm_clip torch2cuda/silu_and_mul torch2triton/geglu
-       torch2triton/row_logsumexp torch2triton/adamw_step torch2cuda/gelu_tanh_bias
-       triton2triton/causal_attention torch2triton/cross_entropy torch2triton/linear_bias_residual
-       torch2triton/embedding_bag_mean cuda2cuda/embedding_gather_naive cuda2cuda/row_sum_fp32"
-    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $T --jobs 3 \
+    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $SMOKE_TASKS \
+      --jobs 3 \
       --deadline-s 150 2>&1 | tail -18
     for slots in 2 4; do
       AKA_KERNEL_CACHE="/tmp/kernel-store-$slots" python3 bench/service_bench.py \
         --out "$out/service-$slots" --repeats 3 --in-flight 64 \
-        --per-gpu "$slots" --warm 0 --single 0 --deadline-s 150 --tasks cuda2cuda/rms_norm \
-        cuda2cuda/transpose torch2cuda/fused_add_rms_norm torch2cuda/silu_and_mul \
-        torch2triton/cross_entropy torch2triton/fp8_quantize torch2triton/gemm_bias_gelu \
-        triton2triton/causal_attention triton2triton/embedding_gather triton2triton/gelu \
-        triton2triton/gemm_bf16 triton2triton/layer_norm triton2triton/rms_norm \
-        triton2triton/rotary_embedding triton2triton/silu_and_mul triton2triton/softmax 2>&1 \
+        --per-gpu "$slots" --warm 0 --single 0 --deadline-s 150 --tasks $SERVICE_TASKS 2>&1 \
         | sed -n 1,8p
     done
     ;;
