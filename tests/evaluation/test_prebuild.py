@@ -63,6 +63,16 @@ def judge_for(tmp_path: Path, candidate: Path, *, restored: bool = False,
     return judge
 
 
+GELU = REPO / "tests" / "solutions" / "triton2triton" / "gelu"
+
+
+def triton_gelu_judge(tmp_path: Path) -> Judge:
+    """``judge_for`` a Triton side: the stored gelu solution."""
+    return judge_for(tmp_path, GELU, task_id="triton2triton/gelu", backend="triton",
+                     factory="aka_backend_triton:TritonBackend", entry="kernel.py:gelu",
+                     reference="reference.py:gelu_reference")
+
+
 def runner_key(candidate: Path, architecture: str) -> str:
     """The key the side's runner computes when its module's ``load`` builds for ``architecture``."""
     from aka_backend_cuda.toolchain import build_command, find_nvcc
@@ -249,10 +259,7 @@ def test_a_triton_builder_compiles_every_case_for_the_gpu_into_the_runners_cache
     runner's Triton cache, and nothing ran (meta tensors have no memory)."""
     pytest.importorskip("triton")
     monkeypatch.setattr(prebuild, "gpu_architecture", lambda: "sm_90")
-    candidate = REPO / "tests" / "solutions" / "triton2triton" / "gelu"
-    judge = judge_for(tmp_path, candidate, task_id="triton2triton/gelu", backend="triton",
-                      factory="aka_backend_triton:TritonBackend", entry="kernel.py:gelu",
-                      reference="reference.py:gelu_reference")
+    judge = triton_gelu_judge(tmp_path)
     judge.finish_builders(judge.start_builders())
     record = judge.result["prebuild"]["candidate"]
     assert record["outcome"] == "built" and record["confined"], record
@@ -309,10 +316,7 @@ def test_a_builder_started_ahead_builds_the_side_it_is_given(
     from aka_core.evaluation.judge import runner_environment
 
     monkeypatch.setattr(prebuild, "gpu_architecture", lambda: "sm_90")
-    candidate = REPO / "tests" / "solutions" / "triton2triton" / "gelu"
-    judge = judge_for(tmp_path, candidate, task_id="triton2triton/gelu", backend="triton",
-                      factory="aka_backend_triton:TritonBackend", entry="kernel.py:gelu",
-                      reference="reference.py:gelu_reference")
+    judge = triton_gelu_judge(tmp_path)
     profile = warm_module.WarmProfile(device="cuda", confinement="best_effort")
     warm = warm_module.WarmRunners(profile, tmp_path / "warm", runner_environment,
                                    str(tmp_path / "warm-log"))
@@ -327,7 +331,7 @@ def test_a_builder_started_ahead_builds_the_side_it_is_given(
         scratch = warm.scratch("candidate")
         judge.side_scratch = {"candidate": scratch}
         judge.kernel_caches = {"candidate": (None, scratch / "cache", {"used": False})}
-        judge.side_init["candidate"]["root"] = warm.stage_side("candidate", str(candidate))
+        judge.side_init["candidate"]["root"] = warm.stage_side("candidate", str(GELU))
         judge.finish_builders(judge.start_builders())
         record = judge.result["prebuild"]["candidate"]
         assert record["started_ahead"] and record["outcome"] == "built", record
