@@ -204,6 +204,41 @@ def test_the_red_teams_planted_baseline_build_is_not_planted(
     assert (judge.side_scratch["candidate"] / "cache" / "builds" / "cuda" / key / "lib.so").is_file()
 
 
+@needs_nvcc
+@pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="this host cannot confine (no Landlock)")
+def test_a_builder_started_ahead_cannot_plant_the_baselines_build_either(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same exploit through a builder started with a warm judge, confined before the
+    request: the baseline runner's cache (of the same warm judge) stays empty."""
+    from aka_core.evaluation import warm as warm_module
+    from aka_core.evaluation.judge import runner_environment
+
+    exploit = REPO / "tests" / "redteam" / "exploits" / "plant_a_slow_baseline_build"
+    monkeypatch.setattr(prebuild, "gpu_architecture", lambda: "sm_90")
+    judge = judge_for(tmp_path, exploit)
+    warm = warm_module.WarmRunners(warm_module.WarmProfile(device="cuda"), tmp_path / "warm",
+                                   runner_environment, str(tmp_path / "warm-log"))
+    try:
+        for runner in warm.runners.values():
+            runner.kill()
+        baseline_cache = warm.scratch("baseline") / "cache"
+        (baseline_cache / "builds").mkdir(parents=True)
+        judge.warm = warm
+        scratch = warm.scratch("candidate")
+        judge.side_scratch = {"candidate": scratch}
+        judge.kernel_caches = {"candidate": (None, scratch / "cache", {"used": False})}
+        judge.side_init["candidate"]["root"] = warm.stage_side("candidate", str(exploit))
+        judge.finish_builders(judge.start_builders())
+        record = judge.result["prebuild"]["candidate"]
+        assert record["started_ahead"] and record["outcome"] == "built", record
+        assert record["confined"], record
+        assert not any((baseline_cache / "builds").iterdir())
+        assert not (baseline_cache / "triton").exists()
+        assert any((scratch / "cache" / "builds" / "cuda").iterdir())  # its own: built there
+    finally:
+        warm.discard()
+
+
 DAEMON_SCRIPT = """
 import os, sys, time
 from pathlib import Path
