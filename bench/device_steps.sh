@@ -269,16 +269,17 @@ PY
     ;;
   24)
     # What 12-03d left: the compile-ahead probe (the driver's utilities built ahead too?), the
-    # smoke shapes with graph blocks sized from replays (issue 12), then the service with
-    # builders started ahead at 2 and at 4 slots, a fixed time each (issue 13).
+    # smoke shapes with graph blocks sized from replays and a 2x candidate doing twice the work
+    # on its own data (issue 12), then the service with builders started ahead at 2 and at 4
+    # slots, a fixed time each, each from an empty kernel store (issue 13).
     python3 bench/triton_ahead_probe.py 2>&1 | tail -3
     python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $SMOKE_TASKS \
       --jobs 3 \
-      --deadline-s 150 2>&1 | tail -18
+      --deadline-s 190 2>&1 | tail -18
     for slots in 2 4; do
       AKA_KERNEL_CACHE="/tmp/kernel-store-$slots" python3 bench/service_bench.py \
         --out "$out/service-$slots" --repeats 3 --in-flight 64 \
-        --per-gpu "$slots" --warm 0 --single 0 --deadline-s 150 --tasks $SERVICE_TASKS 2>&1 \
+        --per-gpu "$slots" --warm 0 --single 0 --deadline-s 140 --tasks $SERVICE_TASKS 2>&1 \
         | sed -n 1,8p
     done
     ;;
