@@ -64,15 +64,22 @@ def evaluate(task_id: str, candidate: Path, task_dir: Path | None = None) -> dic
     return result
 
 
-def doubled_candidate(task: Any, dest: Path) -> Path:
+TWICE = """
+
+def {fn}(*args, **kwargs):
+    _aka_once(*args, **kwargs)
+    return _aka_once(*args, **kwargs)
+"""
+
+
+def doubled_candidate(task: Any, dest: Path, entry: str = TWICE) -> Path:
     """A candidate doing the baseline's whole work twice per call: the initial kernel with its
     entry function renamed and called twice, or, where the task starts unimplemented, the
     provided baseline re-exported and called twice (evaluated without the task's rules, as the
-    A/A candidate is)."""
+    A/A candidate is). ``entry``: the entry function's text around ``_aka_once`` (the baseline)."""
     file, _, fn = task.entrypoint.partition(":")
     dest.mkdir(parents=True, exist_ok=True)
-    twice = (f"\n\ndef {fn}(*args, **kwargs):\n    _aka_once(*args, **kwargs)\n"
-             f"    return _aka_once(*args, **kwargs)\n")
+    twice = entry.format(fn=fn)
     if not task.baseline_is_initial_candidate:
         bfile, _, bfn = task.baseline.partition(":")
         module = Path(bfile).with_suffix("").as_posix().replace("/", ".")
@@ -124,14 +131,7 @@ def doubled_on_own_data(task: Any, dest: Path) -> Path:
     work on twice the data (the plain doubled call's second pass finds its inputs in L2 on
     shapes that fit there, so it is not twice the work). For graph-timed smoke shapes: an eager
     block would pay for the copies the first time it sees a slot."""
-    doubled_candidate(task, dest)
-    file, _, fn = task.entrypoint.partition(":")
-    source = (dest / file).read_text()
-    twice = (f"\n\ndef {fn}(*args, **kwargs):\n    _aka_once(*args, **kwargs)\n"
-             f"    return _aka_once(*args, **kwargs)\n")
-    assert source.endswith(twice)
-    (dest / file).write_text(source[: -len(twice)] + OWN_DATA.format(fn=fn))
-    return dest
+    return doubled_candidate(task, dest, OWN_DATA)
 
 
 def same_as_baseline(task: Any, dest: Path) -> Path:
