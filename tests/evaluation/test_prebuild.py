@@ -8,6 +8,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,6 +72,26 @@ def triton_gelu_judge(tmp_path: Path) -> Judge:
     return judge_for(tmp_path, GELU, task_id="triton2triton/gelu", backend="triton",
                      factory="aka_backend_triton:TritonBackend", entry="kernel.py:gelu",
                      reference="reference.py:gelu_reference")
+
+
+def warm_candidate(judge: Judge, tmp_path: Path, side_root: Path,
+                   confinement: str = "required") -> Any:
+    """Builders started ahead by a warm judge (its runners killed: not what is tested, and this
+    host may have no GPU), ``judge`` wired to its candidate side staged from ``side_root``."""
+    from aka_core.evaluation import warm as warm_module
+    from aka_core.evaluation.judge import runner_environment
+
+    profile = warm_module.WarmProfile(device="cuda", confinement=confinement)
+    warm = warm_module.WarmRunners(profile, tmp_path / "warm", runner_environment,
+                                   str(tmp_path / "warm-log"))
+    for runner in warm.runners.values():
+        runner.kill()
+    judge.warm = warm
+    scratch = warm.scratch("candidate")
+    judge.side_scratch = {"candidate": scratch}
+    judge.kernel_caches = {"candidate": (None, scratch / "cache", {"used": False})}
+    judge.side_init["candidate"]["root"] = warm.stage_side("candidate", str(side_root))
+    return warm
 
 
 def runner_key(candidate: Path, architecture: str) -> str:
@@ -210,24 +231,14 @@ def test_a_builder_started_ahead_cannot_plant_the_baselines_build_either(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same exploit through a builder started with a warm judge, confined before the
     request: the baseline runner's cache (of the same warm judge) stays empty."""
-    from aka_core.evaluation import warm as warm_module
-    from aka_core.evaluation.judge import runner_environment
-
     exploit = REPO / "tests" / "redteam" / "exploits" / "plant_a_slow_baseline_build"
     monkeypatch.setattr(prebuild, "gpu_architecture", lambda: "sm_90")
     judge = judge_for(tmp_path, exploit)
-    warm = warm_module.WarmRunners(warm_module.WarmProfile(device="cuda"), tmp_path / "warm",
-                                   runner_environment, str(tmp_path / "warm-log"))
+    warm = warm_candidate(judge, tmp_path, exploit)
     try:
-        for runner in warm.runners.values():
-            runner.kill()
+        scratch = warm.scratch("candidate")
         baseline_cache = warm.scratch("baseline") / "cache"
         (baseline_cache / "builds").mkdir(parents=True)
-        judge.warm = warm
-        scratch = warm.scratch("candidate")
-        judge.side_scratch = {"candidate": scratch}
-        judge.kernel_caches = {"candidate": (None, scratch / "cache", {"used": False})}
-        judge.side_init["candidate"]["root"] = warm.stage_side("candidate", str(exploit))
         judge.finish_builders(judge.start_builders())
         record = judge.result["prebuild"]["candidate"]
         assert record["started_ahead"] and record["outcome"] == "built", record
@@ -347,26 +358,15 @@ def test_a_builder_started_ahead_builds_the_side_it_is_given(
     side runner's cache, as a builder started with the request does. The one no side needs is
     killed."""
     pytest.importorskip("triton")
-    from aka_core.evaluation import warm as warm_module
-    from aka_core.evaluation.judge import runner_environment
-
     monkeypatch.setattr(prebuild, "gpu_architecture", lambda: "sm_90")
     judge = triton_gelu_judge(tmp_path)
-    profile = warm_module.WarmProfile(device="cuda", confinement="best_effort")
-    warm = warm_module.WarmRunners(profile, tmp_path / "warm", runner_environment,
-                                   str(tmp_path / "warm-log"))
+    warm = warm_candidate(judge, tmp_path, GELU, confinement="best_effort")
     try:
-        for runner in warm.runners.values():  # not what is tested (and this host has no GPU)
-            runner.kill()
+        scratch = warm.scratch("candidate")
         builders = dict(warm.builders)
         assert set(builders) == {"baseline", "candidate"}
         assert all(warm.builder_specs[s]["devices"] == prebuild.builder_spec(
             warm.builder_specs[s])["devices"] for s in builders)  # no GPU device file
-        judge.warm = warm
-        scratch = warm.scratch("candidate")
-        judge.side_scratch = {"candidate": scratch}
-        judge.kernel_caches = {"candidate": (None, scratch / "cache", {"used": False})}
-        judge.side_init["candidate"]["root"] = warm.stage_side("candidate", str(GELU))
         judge.finish_builders(judge.start_builders())
         record = judge.result["prebuild"]["candidate"]
         assert record["started_ahead"] and record["outcome"] == "built", record
