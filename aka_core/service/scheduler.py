@@ -70,6 +70,7 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.stopping = False
+        self.draining = False
         self.completed = 0
         self.prestart = prestart
         self.standby: dict[str, tuple[asyncio.subprocess.Process, Path]] = {}
@@ -108,15 +109,23 @@ class Scheduler:
     def submitted(self) -> None:
         self._wake.set()
 
+    def release_waiters(self) -> None:
+        """The service is shutting down: every long poll answers now with the request as it
+        is (the client polls again, and finds the service restarted or gone), instead of being
+        cut off mid-request by the server's shutdown."""
+        self.draining = True
+        for request_id in list(self._events):
+            self.notify(request_id)
+
     async def wait(self, request_id: str, timeout: float) -> Request | None:
-        """The request once terminal, or as it is after ``timeout`` seconds."""
+        """The request once terminal, or as it is after ``timeout`` seconds (or at shutdown)."""
         deadline = time.monotonic() + timeout
         while True:
             request = self.store.get(request_id)
             if request is None or request.terminal:
                 return request
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self.draining:
                 return request
             event = self._events.setdefault(request_id, asyncio.Event())
             with contextlib.suppress(TimeoutError):

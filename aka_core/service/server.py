@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8765
     gpus: tuple[int, ...] = ()
-    per_gpu: int = 2
+    per_gpu: int = 4
     cpu_workers: int = 1
     max_queue: int = 1024
     max_attempts: int = 3
@@ -106,7 +107,7 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     config = uvicorn.Config(create_app(service), log_level="warning", access_log=False,
                             timeout_graceful_shutdown=5, lifespan="off")
-    server = uvicorn.Server(config)
+    server = _server(config, scheduler.release_waiters)
     await scheduler.start()
     pruner = (asyncio.create_task(_prune(store, options.keep_days * 86400))
               if options.keep_days else None)
@@ -127,6 +128,19 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
         with contextlib.suppress(OSError):
             descriptor.unlink()
         sock.close()
+
+
+def _server(config: Any, on_shutdown: Callable[[], None]) -> Any:
+    """uvicorn's server, which first answers the long polls in flight when it shuts down (else
+    they would hold their connections for the graceful-shutdown timeout, then be cancelled)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            on_shutdown()
+            await super().shutdown(sockets=sockets)
+
+    return Server(config)
 
 
 async def _prune(store: Any, older_than_s: float) -> None:

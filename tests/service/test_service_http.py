@@ -129,3 +129,34 @@ def test_the_asyncio_client_and_long_polls(service: ServiceProcess) -> None:
         with pytest.raises(ServiceError) as missing:
             client.get("nothing-here")
         assert missing.value.status == 404
+
+
+def test_a_long_poll_is_answered_when_the_service_stops(make_service: object) -> None:
+    """Stopping the service answers the long polls in flight at once with the request as it is
+    (not cut off after the graceful-shutdown timeout, with an exception in the log)."""
+    import threading
+
+    svc = make_service(workers=1)  # type: ignore[operator]
+    with ServiceClient(svc.url) as client:
+        row = client.submit(TASK, candidate("hang"))
+        answers: list[object] = []
+
+        def poll() -> None:
+            try:
+                answers.append(client.get(row["id"], wait=50))
+            except Exception as exc:  # noqa: BLE001 - the test reports what came back
+                answers.append(exc)
+
+        waiter = threading.Thread(target=poll)
+        waiter.start()
+        time.sleep(1.0)  # the poll is waiting in the service
+        stopped = time.monotonic()
+        svc.stop()
+        waiter.join(timeout=30)
+        elapsed = time.monotonic() - stopped
+    assert not waiter.is_alive()
+    assert isinstance(answers[0], dict), answers
+    assert answers[0]["state"] in ("queued", "running")  # not terminal: polled again later
+    assert elapsed < 4.0, f"the poll was answered {elapsed:.1f} s after the stop"
+    log = (svc.tmp / "service.log").read_text()
+    assert "Exception in ASGI application" not in log and "Cancel" not in log, log[-2000:]
