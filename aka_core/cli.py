@@ -507,8 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "written to STATE/service.json)")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help=DEVICE_HELP)
     p.add_argument("--gpus", help="GPU indices to evaluate on, e.g. 0,1 (default: every GPU)")
-    p.add_argument("--per-gpu", type=int, default=2, help="evaluations in flight per GPU: one "
-                   "checks and times while the others start (default 2)")
+    p.add_argument("--per-gpu", type=int, default=4, help="evaluations in flight per GPU: one "
+                   "checks and times while the others start and build (default 4)")
     p.add_argument("--workers", type=int, default=1, help="evaluations in flight without a GPU "
                    "(default 1)")
     p.add_argument("--prestart", action=argparse.BooleanOptionalAction, default=None,

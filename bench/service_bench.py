@@ -13,7 +13,7 @@
    service's speedups against the serial one (CI overlap).
 
 Usage:  python bench/service_bench.py --out DIR [--tasks id ...] [--backends triton,cuda]
-                                      [--repeats 4] [--in-flight 64] [--per-gpu 2]
+                                      [--repeats 4] [--in-flight 64] [--per-gpu 4]
                                       [--warm 5] [--warm-task triton2triton/softmax] [--serial]
 Writes DIR/bench.json and DIR/table.md, prints the table.
 """
@@ -148,7 +148,7 @@ def main() -> int:
     parser.add_argument("--backends", default="triton,cuda")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--in-flight", type=int, default=64)
-    parser.add_argument("--per-gpu", type=int, default=2)
+    parser.add_argument("--per-gpu", type=int, default=4)
     parser.add_argument("--warm", type=int, default=5)
     parser.add_argument("--warm-task", default="triton2triton/softmax")
     parser.add_argument("--serial", action="store_true")
