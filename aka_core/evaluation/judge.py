@@ -995,6 +995,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if profile.device == "cuda" and torch.cuda.is_available():
             torch.cuda.init()
+            torch.cuda.mem_get_info()  # the context itself (init alone leaves it to a first call)
     request = EvaluationRequest.from_json(json.loads(sys.stdin.read()))
     sys.stdin.close()
     judge = Judge(request, channel, warm)

@@ -95,7 +95,7 @@ class Runner:
             import torch  # confined already; no side code has run yet
 
             if confine.get("device") == "cuda":
-                torch.cuda.init()  # a context only: nothing runs on the GPU before "load"
+                self.make_context()
         init = self.commands.read(timeout=24 * 3600)
         if init.get("op") != "init":
             return
@@ -107,7 +107,7 @@ class Runner:
         for part in attr.split("."):
             factory = getattr(factory, part)
         self.backend = factory()
-        import torch
+        import torch  # noqa: F401  (imported here, before the lock, not by the side's load)
 
         # The backend's own heavy imports (trusted code, nothing of the side), before the judge
         # holds the GPU: they would otherwise count in every evaluation's GPU-exclusive part.
@@ -117,13 +117,12 @@ class Runner:
             with contextlib.suppress(Exception):
                 preload(self.device)
 
-        # Nothing of the side runs, and the GPU is not touched, until the judge holds the GPU.
+        if self.device == "cuda":
+            self.make_context()
+        # Nothing of the side runs, and no work reaches the GPU, until the judge holds the GPU.
         load = self.commands.read(timeout=24 * 3600)
         if load.get("op") != "load":
             return
-        if self.device == "cuda":
-            torch.cuda.init()
-            self.stream = torch.cuda.Stream()
         from aka_core.errors import BuildError
 
         try:
@@ -136,6 +135,20 @@ class Runner:
             return
         self.reply(event="loaded")
         self.serve()
+
+    def make_context(self) -> None:
+        """This process's CUDA context and stream, made before the judge holds the GPU: nothing is
+        launched (``torch.cuda.init()`` alone leaves the context to the first CUDA call, which
+        was the side's load, under the lock: 0.2-0.3 s of every evaluation's GPU-exclusive
+        part). Making a context allocates its memory and runs no kernel; the judge makes its
+        own at the same point of its start-up."""
+        import torch
+
+        if self.stream is not None:
+            return
+        torch.cuda.init()
+        torch.cuda.mem_get_info()  # the first driver call that needs the primary context
+        self.stream = torch.cuda.Stream()
 
     def serve(self) -> None:
         while True:
