@@ -521,3 +521,72 @@ def test_a_candidate_slow_in_the_sizing_replays_cannot_shrink_the_blocks() -> No
 
     timer.block = block  # type: ignore[method-assign]
     assert timer.fit_graph_blocks(100, timing.MAX_CALLS, 0.3) == 1053
+
+
+def test_a_capture_is_primed_with_one_set_of_inputs_made_once(monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """Primed slots are never timed or audited: one call's inputs, made once, fill every slot
+    (making a block's worth was most of the timing phase's GPU time on large cases)."""
+    class Judge:
+        timing_root, made = 7, []
+
+        def inputs_for(self, case: object, seed: int) -> dict[str, torch.Tensor]:
+            self.made.append(seed)
+            return {"x": torch.full((3,), float(len(self.made)))}
+
+    class Slots:
+        inputs_bytes = torch.zeros(5 * 3)
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    timer = object.__new__(timing.CaseTimer)
+    timer.judge, timer.case, timer.references = Judge(), type("Case", (), {"name": "c"}), {0: []}
+    timer.stage = torch.zeros(5 * 3)
+    timer.stage_views = [{"x": timer.stage[3 * j: 3 * j + 3]} for j in range(5)]
+    timer.slots = {"baseline": Slots(), "candidate": Slots()}
+    timer.prime("baseline", "candidate")
+    assert len(Judge.made) == 1 and timer.references == {}
+    for side in ("baseline", "candidate"):
+        assert torch.equal(timer.slots[side].inputs_bytes, torch.ones(15))
+    timer.stage.fill_(2.0)
+    timer.prime("baseline", fresh=False)  # the stage as it is: nothing made
+    assert len(Judge.made) == 1 and torch.equal(timer.slots["baseline"].inputs_bytes,
+                                                torch.full((15,), 2.0))
+
+
+def test_the_clean_phase_makes_one_set_of_fresh_inputs_for_all_its_blocks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class Judge:
+        requests: list[str] = []
+
+        def _request(self, side: str, op: str, phase: str, **fields: object) -> dict[str, object]:
+            self.requests.append(op)
+            return {}
+
+    class Slots:
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(timing, "SideSlots", lambda *args: Slots())
+    timer = object.__new__(timing.CaseTimer)
+    timer.judge, timer.layout, timer.region, timer.count, timer.out_aligned = Judge(), {}, 64, 4, 0
+    timer.mode, timer.slots = {"baseline": "graph", "candidate": "graph"}, {}
+    made: list[int] = []
+    primed: list[tuple[tuple[str, ...], bool]] = []
+    blocks: list[tuple[bool, bool, object]] = []
+    timer.make_stage = lambda: None  # type: ignore[method-assign]
+    timer.fresh_inputs = lambda pair: made.append(pair) or [{}] * 4  # type: ignore[method-assign]
+    timer.prime = lambda *sides, fresh=True: primed.append((sides, fresh))  # type: ignore[method-assign]
+
+    def block(side: str, inputs: object, *, touch: bool = False, audit: bool = True) -> float:
+        blocks.append((touch, audit, inputs))
+        return 0.3 if touch else 2.3
+
+    timer.block = block  # type: ignore[method-assign]
+    clean = timer.clean()
+    assert made == [10_000] and primed == [(("baseline",), False)]
+    assert Judge.requests == ["capture"]
+    timed = [b for b in blocks if not b[0]]
+    assert len(timed) == timing.CLEAN_BLOCKS and len({id(b[2]) for b in timed}) == 1
+    assert [b[1] for b in timed] == [True] + [False] * (timing.CLEAN_BLOCKS - 1)
+    assert clean["windows_ms"] == [2.3] * timing.CLEAN_BLOCKS
+    assert len(clean["touch_windows_ms"]) == timing.CLEAN_BLOCKS + 1
