@@ -201,11 +201,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from aka_core.convert import unstructure
     from aka_core.yamlio import dump_yaml, write_yaml_atomic
 
-    result = api.evaluate_candidate(args.task, args.candidate, device=args.device,
-                                    held_out=not args.no_held_out,
-                                    held_out_seed=args.held_out_seed,
-                                    measure_performance=not args.no_timing)
-    data = unstructure(result)
+    if args.service:
+        data = _eval_through_service(args)
+        if data is None:
+            return EXIT_NOT_JUDGED
+    else:
+        data = unstructure(api.evaluate_candidate(args.task, args.candidate, device=args.device,
+                                                  held_out=not args.no_held_out,
+                                                  held_out_seed=args.held_out_seed,
+                                                  measure_performance=not args.no_timing))
     if args.output:
         write_yaml_atomic(Path(args.output), data)
     if args.json:
@@ -217,6 +221,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
               "the reason is above", file=sys.stderr)
         return EXIT_NOT_JUDGED
     return EXIT_OK
+
+
+def _eval_through_service(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The same evaluation by a running ``aka serve`` (its judges, runners and kernel store
+    already warm): its record, or None (said why on stderr) where no evaluation came back."""
+    from aka_core.api import ServiceClient, ServiceError, files_of
+    from aka_core.service.server import read_url
+
+    for flag, given in (("--no-held-out", args.no_held_out), ("--no-timing", args.no_timing),
+                        ("--device", args.device != "auto")):
+        if given:
+            raise UsageError(f"{flag} cannot be used with --service: the service evaluates as it "
+                             "was started (every case, timed, on its own devices)")
+    target = str(args.service)
+    url = target if target.startswith(("http://", "https://")) else read_url(Path(target))
+    task = Path(args.task)
+    # The service names tasks by their folder under its tasks folder: family/name.
+    task_id = "/".join(task.resolve().parts[-2:]) if (task / "task.yaml").is_file() else args.task
+    candidate = Path(args.candidate)
+    if not candidate.is_dir():
+        raise UsageError(f"--candidate {candidate}: no such folder")
+    try:
+        with ServiceClient(url) as client:
+            result = client.evaluate(task_id, files_of(candidate),
+                                     held_out_seed=args.held_out_seed)
+    except ServiceError as exc:
+        raise UsageError(f"--service {target}: {exc}") from None
+    if result.get("record"):
+        return dict(result["record"])
+    print(f"aka eval: not judged by the service at {url}: {result.get('status')}: "
+          f"{result.get('message') or '-'} (request {result.get('id')})", file=sys.stderr)
+    return None
 
 
 def _eval_summary(data: dict[str, Any]) -> str:
@@ -495,6 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="also write the task result YAML here")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.add_argument("--full", action="store_true", help="print the full result as YAML")
+    p.add_argument("--service", metavar="URL|STATE",
+                   help="evaluate through a running `aka serve` (its URL, or its state folder): "
+                        "no process to start, its kernel store warm; the same judge and record")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("serve", help="the reward service: evaluations over HTTP, queued durably")

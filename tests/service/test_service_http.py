@@ -160,3 +160,38 @@ def test_a_long_poll_is_answered_when_the_service_stops(make_service: object) ->
     assert elapsed < 4.0, f"the poll was answered {elapsed:.1f} s after the stop"
     log = (svc.tmp / "service.log").read_text()
     assert "Exception in ASGI application" not in log and "Cancel" not in log, log[-2000:]
+
+
+def test_aka_eval_through_a_running_service(make_service: object, tmp_path: Path) -> None:
+    """`aka eval --service STATE` sends the candidate folder to the running service and prints
+    its record; what the service cannot honour is refused; an evaluator fault exits 3."""
+    import json
+    import subprocess
+    import sys
+
+    svc = make_service(workers=1, max_attempts=1)  # type: ignore[operator]
+    root = Path(__file__).resolve().parents[2]
+
+    def aka_eval(files: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+        folder = tmp_path / f"cand{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        return subprocess.run([sys.executable, "-m", "aka_core.cli", "eval",
+                               str(root / "tasks" / TASK), "--candidate", str(folder),
+                               "--service", str(svc.state), *extra],
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    scored = aka_eval(candidate("scored", reward=1.7), "--json")
+    assert scored.returncode == 0, scored.stderr
+    record = json.loads(scored.stdout)
+    assert record["score"] == 1.7 and record["speedup_ratio"] == 1.7
+    refused = aka_eval(candidate("scored"), "--no-timing")
+    assert refused.returncode != 0 and "--no-timing cannot be used with --service" in refused.stderr
+    faulty = aka_eval(candidate("infra"))
+    assert faulty.returncode == 3, (faulty.stdout, faulty.stderr)
+    assert "not judged by the service" in faulty.stderr and "infra_error" in faulty.stderr
+    gone = subprocess.run([sys.executable, "-m", "aka_core.cli", "eval", str(root / "tasks" / TASK),
+                           "--candidate", str(tmp_path), "--service", str(tmp_path / "nothing")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert gone.returncode != 0 and "no service runs with state folder" in gone.stderr
