@@ -41,6 +41,9 @@
 #   bash bench/device_steps.sh 23    # the reward service with 4 slots per GPU (short)
 #   bash bench/device_steps.sh 24    # the compile-ahead probe, smoke shapes with graph blocks sized
 #                                    # from replays, the service at 2 and 4 slots
+#   bash bench/device_steps.sh 25    # where an evaluation's GPU-exclusive seconds go now: the judge
+#                                    # profiled on three service tasks, then the service at 4 slots
+#                                    # with single requests and `aka eval --service` (issue 13)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -51,7 +54,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 24}"
+step="${1:?step 1 to 25}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
 SERVICE_TASKS="cuda2cuda/rms_norm cuda2cuda/transpose torch2cuda/fused_add_rms_norm
@@ -283,5 +286,21 @@ PY
         | sed -n 1,8p
     done
     ;;
-  *) echo "step 1 to 24" >&2; exit 2 ;;
+  25)
+    # Issue 13: the GPU-exclusive part is 3.4-3.6 s (12-03e) and the rate its bound; where do
+    # its seconds go? Each task twice: the first fills the kernel store, the second is profiled
+    # as a warm evaluation is.
+    python3 bench/context_probe.py
+    for t in triton2triton/softmax triton2triton/gelu cuda2cuda/transpose; do
+      python3 bench/judge_profile.py --out "$out/warmup" --top 5 "$t" >/dev/null 2>&1
+    done
+    python3 bench/judge_profile.py --out "$out/profile" --top 60 triton2triton/softmax \
+      triton2triton/gelu cuda2cuda/transpose 2>&1 | grep -E "^## |^phases|^case|^judge block|^runner"
+    # Then the service as the issue measures it: 4 slots, single requests, `aka eval --service`.
+    AKA_KERNEL_CACHE=/tmp/kernel-store-25 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 \
+      --warm 3 --single 5 --deadline-s "${SERVICE_DEADLINE_S:-200}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
+    ;;
+  *) echo "step 1 to 25" >&2; exit 2 ;;
 esac

@@ -123,21 +123,43 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
         return finished, (ended if late else time.monotonic()) - started
 
 
-async def single_requests(url: str, task: str, count: int) -> list[float]:
-    """``count`` requests one after another, each to an idle service: what one rollout waits."""
+async def single_requests(url: str, task: str, count: int
+                          ) -> tuple[list[float], list[dict[str, Any]]]:
+    """``count`` requests one after another, each to an idle service: what one rollout waits
+    (wall seconds, and each evaluation's phases)."""
     from aka_core.api import AsyncServiceClient
 
     files = editable_files(task)
     run = time.strftime("%H%M%S")
-    walls = []
+    walls, phases = [], []
     async with AsyncServiceClient(url, timeout=600) as client:
         for k in range(count + 1):  # the first fills the kernel store and is not counted
             await asyncio.sleep(3.0)  # the slot's next evaluation has started meanwhile
             started = time.monotonic()
-            await client.evaluate(task, files, id=f"{run}-single-{k}", held_out_seed=HELD_OUT_SEED,
-                                  record=False)
+            result = await client.evaluate(task, files, id=f"{run}-single-{k}",
+                                           held_out_seed=HELD_OUT_SEED)
             if k:
                 walls.append(time.monotonic() - started)
+                evaluation = (result.get("record") or {}).get("evaluation") or {}
+                phases.append(evaluation.get("phases") or {})
+    return walls, phases
+
+
+def eval_through_service(task: str, state: Path, count: int) -> list[float]:
+    """``aka eval --service``: the CLI, its evaluation done by the running service."""
+    walls = []
+    for _ in range(count):
+        time.sleep(3.0)
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "aka_core.cli", "eval",
+                               str(ROOT / "tasks" / task), "--candidate", str(SOLUTIONS / task),
+                               "--json", "--held-out-seed", str(HELD_OUT_SEED),
+                               "--service", str(state)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            walls.append(time.monotonic() - started)
+        else:
+            print(f"aka eval --service failed: {done.stderr[-500:]}", file=sys.stderr)
     return walls
 
 
@@ -187,9 +209,13 @@ def main() -> int:
                 time.sleep(0.2)
             url = json.loads((state / "service.json").read_text())["url"]
             if args.single:
-                walls = asyncio.run(single_requests(url, args.warm_task, args.single))
-                report["single"] = {"task": args.warm_task, "wall_s": walls,
+                walls, phases = asyncio.run(single_requests(url, args.warm_task, args.single))
+                report["single"] = {"task": args.warm_task, "wall_s": walls, "phases": phases,
                                     "p50": statistics.median(walls), "prestart": args.prestart}
+                walls = eval_through_service(args.warm_task, state, args.single)
+                if walls:
+                    report["eval_service"] = {"task": args.warm_task, "wall_s": walls,
+                                              "p50": statistics.median(walls)}
             results, wall = asyncio.run(through_service(url, tasks, args.repeats, args.in_flight,
                                                         args.deadline_s))
         finally:
@@ -212,6 +238,16 @@ def main() -> int:
         lines.append(f"single requests of {single['task']} to an idle `aka serve` (prestart "
                      f"{'on' if single['prestart'] else 'off'}): p50 {single['p50']:.2f} s "
                      f"({', '.join(f'{w:.2f}' for w in single['wall_s'])})")
+        if single.get("phases"):
+            names = list(single["phases"][0])
+            lines.append("their phases, mean s: " + ", ".join(
+                f"{n} {statistics.mean(p.get(n, 0.0) for p in single['phases']):.2f}"
+                for n in names))
+    if "eval_service" in report:
+        through = report["eval_service"]
+        lines.append(f"`aka eval --service` of {through['task']} (the CLI, evaluated by the idle "
+                     f"service): p50 {through['p50']:.2f} s "
+                     f"({', '.join(f'{w:.2f}' for w in through['wall_s'])})")
     if "serial" in report:
         lines.append(f"serial `aka eval` of the {len(tasks)} tasks: {report['serial_wall_s']:.1f} s "
                      f"({len(tasks) / (report['serial_wall_s'] / 60):.1f} per GPU-minute)")
