@@ -256,8 +256,15 @@ def bytes_differ_flag(a: Any, b: Any) -> Any:
 
     if a.numel() == 0:
         return torch.zeros((), dtype=torch.bool, device=a.device)
-    return (a.contiguous().view(-1).view(torch.uint8)
-            != b.contiguous().view(-1).view(torch.uint8).to(a.device)).any()
+    a, b = a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8)
+    # Compared in 8-byte words where the bytes allow it: the elementwise result is an eighth as
+    # large (an audit compares every byte of a timed call's inputs; large cases' are 100s of MB).
+    if a.numel() % 8 == 0:
+        try:
+            a, b = a.view(torch.int64), b.view(torch.int64)
+        except RuntimeError:  # an offset not aligned to 8 bytes: byte by byte
+            pass
+    return (a != b.to(a.device)).any()
 
 
 def read_flags(flags: list[Any]) -> list[bool]:

@@ -245,6 +245,18 @@ def test_bytes_differ_flags_are_read_in_one_go() -> None:
     assert checking.read_flags([checking.bytes_differ_flag(a, b),
                                 checking.bytes_differ_flag(a, c)]) == [False, True]
     assert checking.read_flags([]) == []
+    # Compared in 8-byte words where the bytes allow it, byte by byte where they do not: a
+    # single changed byte is found either way (an unaligned view, an odd length, half floats).
+    arena = torch.zeros(4097, dtype=torch.uint8)
+    for view in (arena[1:4097], arena[0:4096], arena[0:4095]):
+        other = view.clone()
+        assert not checking.read_flags([checking.bytes_differ_flag(view, other)])[0]
+        other[view.numel() - 1] = 7
+        assert checking.read_flags([checking.bytes_differ_flag(view, other)]) == [True]
+    half = torch.zeros(3, dtype=torch.float16)
+    flipped = half.clone()
+    flipped[2] = -0.0
+    assert checking.read_flags([checking.bytes_differ_flag(half, flipped)]) == [True]
 
 
 def test_a_process_tree_is_found_frozen_and_thawed_top_down() -> None:
