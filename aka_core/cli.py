@@ -243,9 +243,12 @@ def _eval_through_service(args: argparse.Namespace) -> dict[str, Any] | None:
     if not candidate.is_dir():
         raise UsageError(f"--candidate {candidate}: no such folder")
     try:
+        files = files_of(candidate)
+    except ValueError as exc:
+        raise UsageError(f"--candidate: {exc}") from None
+    try:
         with ServiceClient(url) as client:
-            result = client.evaluate(task_id, files_of(candidate),
-                                     held_out_seed=args.held_out_seed)
+            result = client.evaluate(task_id, files, held_out_seed=args.held_out_seed)
     except ServiceError as exc:
         raise UsageError(f"--service {target}: {exc}") from None
     if result.get("record"):

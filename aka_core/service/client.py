@@ -33,10 +33,22 @@ class ServiceError(Exception):
 
 
 def files_of(folder: str | Path) -> dict[str, bytes]:
-    """Every file below ``folder`` (a rollout's workspace), by relative path."""
+    """Every file below ``folder`` (a rollout's workspace), by relative path.
+
+    A symbolic link is refused (``ValueError`` naming it): the workspace is the agent's, this
+    process is not confined, and a link would send whatever it points at (a held-out draw,
+    another rollout's files) into the candidate's own files."""
     root = Path(folder)
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts}
+    files = {}
+    for path in sorted(root.rglob("*")):
+        if "__pycache__" in path.parts:
+            continue
+        if path.is_symlink():
+            raise ValueError(f"{path}: a symbolic link in the workspace; only regular files are "
+                             "sent (copy what it points at into the workspace)")
+        if path.is_file():
+            files[path.relative_to(root).as_posix()] = path.read_bytes()
+    return files
 
 
 def request_body(task: str, files: dict[str, str | bytes], *, request_id: str | None,

@@ -117,3 +117,35 @@ def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path,
         proc.terminate()
         proc.wait(timeout=60)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_a_workspace_link_cannot_carry_files_from_outside_into_the_candidate(tmp_path: Path
+                                                                           ) -> None:
+    """An agent links a file it cannot read from its sandbox (a held-out draw, another rollout's
+    files) into its workspace; the client that sends the workspace runs unconfined, and would
+    have read the link's target into the candidate's own files. Links are refused, by name."""
+    import os
+
+    from aka_core.api import files_of
+
+    secret = tmp_path / "outside" / "held_out.json"
+    secret.parent.mkdir()
+    secret.write_text('{"M": 7001}')
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "kernel.py").write_text("def gelu(x):\n    return x\n")
+    os.symlink(secret, workspace / "notes.txt")
+    with pytest.raises(ValueError, match=r"notes\.txt: a symbolic link"):
+        files_of(workspace)
+    (workspace / "notes.txt").unlink()
+    os.symlink(secret.parent, workspace / "data")  # a linked folder: not walked, refused too
+    with pytest.raises(ValueError, match="data: a symbolic link"):
+        files_of(workspace)
+    (workspace / "data").unlink()
+    assert files_of(workspace) == {"kernel.py": b"def gelu(x):\n    return x\n"}
+    os.symlink(secret, workspace / "notes.txt")
+    refused = subprocess.run([sys.executable, "-m", "aka_core.cli", "eval",
+                              str(ROOT / "tasks" / "triton2triton" / "gelu"), "--candidate",
+                              str(workspace), "--service", "http://127.0.0.1:9"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0 and "notes.txt: a symbolic link" in refused.stderr
