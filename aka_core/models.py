@@ -174,6 +174,9 @@ class TimingPolicy:
     target_ci_percent: float = 0.5
     max_seconds_per_case: float = 6.0
     block_ms: float = 2.0  # a timed block of the faster side aims at this much GPU time
+    baseline_blocks: Literal["own", "shared"] = "own"
+    """``own``: the baseline's blocks aim at ``block_ms`` of its own work; ``shared``: as many
+    calls as the candidate's (a slower baseline then times blocks that much longer)."""
 
 
 @attrs.frozen(kw_only=True)

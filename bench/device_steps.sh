@@ -44,6 +44,8 @@
 #   bash bench/device_steps.sh 25    # where an evaluation's GPU-exclusive seconds go now: the judge
 #                                    # profiled on three service tasks, then the service at 4 slots
 #                                    # with single requests and `aka eval --service` (issue 13)
+#   bash bench/device_steps.sh 26    # the baseline's blocks on its own work against the candidate's
+#                                    # size (A/B in one call), then the service again (issue 13)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -54,7 +56,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 25}"
+step="${1:?step 1 to 26}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
 SERVICE_TASKS="cuda2cuda/rms_norm cuda2cuda/transpose torch2cuda/fused_add_rms_norm
@@ -302,5 +304,17 @@ PY
       --warm 3 --single 5 --deadline-s "${SERVICE_DEADLINE_S:-200}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
     ;;
-  *) echo "step 1 to 25" >&2; exit 2 ;;
+  26)
+    # Issue 13 (and 12's accuracy): each side's blocks sized on its own work; first the A/B on
+    # the stored solutions that are much faster than their baselines (the per-call times must
+    # not move), then the service as in step 25.
+    python3 bench/block_sizes_ab.py --out "$out/ab" torch2triton/cross_entropy \
+      torch2triton/fp8_quantize cuda2cuda/transpose torch2cuda/fused_add_rms_norm \
+      triton2triton/gelu 2>&1 | tail -40
+    AKA_KERNEL_CACHE=/tmp/kernel-store-26 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --single 3 \
+      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
+    ;;
+  *) echo "step 1 to 26" >&2; exit 2 ;;
 esac

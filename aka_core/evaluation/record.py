@@ -229,15 +229,19 @@ class PerformanceCase(OpenRecord):
     """The task's reference timed alone (``aka validate --run``)."""
     samples_ms: Samples | None = None
     calls_per_block: int | None = None
+    """Calls in the candidate's blocks (``block_ms`` of the faster side's work)."""
+    baseline_calls_per_block: int | None = None
+    """Calls in the baseline's blocks (``block_ms`` of its own work; at most ``calls_per_block``)."""
     estimate_ms: dict[str, Number] | None = None
-    """Per side: the first estimate of a call's time, which sets ``calls_per_block``."""
+    """Per side: the first estimate of a call's time, which sets the calls per block."""
     graph_fallback: str | None = None
     """Why the case was timed eagerly: the baseline could not be captured in a CUDA graph."""
     candidate_method: str | None = None
     candidate_graph_failure: str | None = None
     graph_resized: dict[str, Number] | None = None
-    """Graph blocks sized again from replays: ``from`` and ``to`` calls per block, the replayed
-    call's ms (``kept``: a side could not replay the larger block, the smaller was timed)."""
+    """Graph blocks sized again from replays: ``from`` and ``to`` calls per block (the baseline's:
+    ``baseline_to``), the faster side's replayed call's ms (``kept``: a side could not replay
+    the new blocks, the earlier ones were timed)."""
     launch_queue: list[LaunchQueueRelease] | None = None
     """Blocks the baseline could not enqueue (released untimed), in order."""
     stop_reason: str | None = None

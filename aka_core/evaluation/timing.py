@@ -9,7 +9,10 @@ window), records the window's start, writes "go", waits for the runner's "done" 
 the window's end. The window, on the judge's events, is
 ``o + K * t``: ``o`` is the fixed cost of handing the GPU from the judge's context to the runner's
 and back (about 0.3 ms on an H200, measured with blocks of one trivial kernel), ``t`` the time of
-one call. Blocks are sized so that ``K * t`` is several milliseconds.
+one call. Each side's blocks are sized so that its ``K * t`` is ``block_ms``: the candidate's on
+the faster side's call (it cannot make its own blocks shorter), the baseline's on its own (a
+baseline 10x slower would otherwise spend 10x ``block_ms`` per block). A pair's blocks call on
+the same inputs, the baseline's on the first of them.
 
 Baseline and candidate blocks alternate in pairs, in an order drawn from the secret; each pair's
 blocks get the same inputs; a case's speedup is the median of the pairs' ratios with a
@@ -200,25 +203,32 @@ class CaseTimer:
         self.windows: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self.touch_windows: list[float] = []
         self.copy_ms: dict[str, list[float]] = {"baseline": [], "candidate": []}
+        self.flush_ms: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self.host_check: list[float] = []
         self.block_steps: dict[str, float] = {}
         self.references: dict[int, list[Any]] = {}
-        self.drawn_call: int | None = None
         self.positions: list[Any | None] = []
         self.audits = 0
         self.stage: Any = None
         self.stage_views: list[dict[str, Any]] = []
         self.count = ESTIMATE_CALLS
+        self.counts = {"baseline": ESTIMATE_CALLS, "candidate": ESTIMATE_CALLS}
+        self.drawn: dict[str, int | None] = {}
         self.mode = {"baseline": "eager", "candidate": "eager"}
 
     # ------------------------------------------------------------------ set-up
-    def allocate(self, count: int) -> None:
+    def allocate(self, count: int, baseline: int | None = None) -> None:
+        """Slots for blocks of ``count`` calls (the candidate's, and the stage's inputs), and of
+        ``baseline`` calls (at most ``count``; default as many) for the baseline: each side's
+        blocks aim at ``block_ms`` of its own work, so a baseline 10x slower than the candidate
+        is not timed on blocks 10x longer (that was most of such a case's GPU time)."""
         self.release()
         self.count = count
+        self.counts = {"candidate": count, "baseline": min(count, baseline or count)}
         self.make_stage()
         for side in ("baseline", "candidate"):
-            self.slots[side] = SideSlots(self.judge, side, self.layout, self.region, count,
-                                         self.out_aligned)
+            self.slots[side] = SideSlots(self.judge, side, self.layout, self.region,
+                                         self.counts[side], self.out_aligned)
 
     def make_stage(self) -> None:
         """The judge's private copy of a block's inputs, laid out like a runner's slots."""
@@ -239,7 +249,11 @@ class CaseTimer:
         """New inputs for every call of the block, written into the judge's private stage (the
         same for both sides of a pair: their audits share the drawn call and its reference)."""
         self.references = {}
-        self.drawn_call = self.rng.randrange(self.count - 1) if self.count > 1 else None
+        # Each side's audited call is drawn from all of its own block's calls but its last
+        # (audited anyway): a draw among the shorter block's calls would leave the rest of the
+        # candidate's unaudited.
+        self.drawn = {side: self.rng.randrange(k - 1) if k > 1 else None
+                      for side, k in sorted(self.counts.items())}
         self.positions = checking.sample_positions(
             self.expected, derive_seed(self.judge.timing_root, self.case.name, pair, "positions"),
             "cuda", AUDIT_SAMPLE)
@@ -269,8 +283,12 @@ class CaseTimer:
                 for name, view in views.items():
                     view.copy_(inputs[name])
         for side in sides:
-            self.slots[side].inputs_bytes.copy_(self.stage)
+            self.slots[side].inputs_bytes.copy_(self.stage_for(side))
         torch.cuda.synchronize()
+
+    def stage_for(self, side: str) -> Any:
+        """The stage's inputs of ``side``'s block: its first ``counts[side]`` calls'."""
+        return self.stage[: self.region * self.counts[side]]
 
     def choose_mode(self) -> None:
         method = self.policy.method
@@ -279,7 +297,8 @@ class CaseTimer:
             return
         self.prime("baseline", "candidate")
         try:
-            reply = self.judge._request("baseline", "capture", "timing", count=self.count)
+            reply = self.judge._request("baseline", "capture", "timing",
+                                        count=self.counts["baseline"])
         except JudgeFailure as exc:
             self.record["graph_fallback"] = f"the baseline cannot be captured: {exc}"
             return
@@ -287,7 +306,7 @@ class CaseTimer:
         self.record["method"] = "cuda_graph"
         try:
             reply = self.judge.runners["candidate"].request("capture", ARM_SECONDS,
-                                                             count=self.count)
+                                                             count=self.counts["candidate"])
             self.slots["candidate"].outputs = self.slots["candidate"].views(reply.get("outputs"))
             self.mode["candidate"] = "graph"
         except SideFailure as exc:
@@ -315,11 +334,12 @@ class CaseTimer:
             # timed.
             other.stop(spare=runner.proc.pid)
             clock("stop_other")
+        count = self.counts[side]
         chosen: list[int] = []
         if not touch and audit:
-            chosen = [self.count - 1]
-            if self.drawn_call is not None:
-                chosen.append(self.drawn_call)
+            chosen = [count - 1]
+            if self.drawn.get(side) is not None:
+                chosen.append(self.drawn[side])
         copy = slots.copy_request(chosen) if slots.out_each else None
         try:
             try:
@@ -333,7 +353,7 @@ class CaseTimer:
                                        f"calls within {ARM_SECONDS:.0f} s: a timed call must not "
                                        "wait for the GPU (no .item(), .cpu(), .tolist(), "
                                        "synchronize()), and a block of "
-                                       f"{self.count} calls must fit the GPU's launch queue "
+                                       f"{count} calls must fit the GPU's launch queue "
                                        "(the driver's: keep a call's launches "
                                        "few)") from None
                 raise judge.side_failure(side, exc, "timing") from None
@@ -343,7 +363,7 @@ class CaseTimer:
                 outputs = slots.views(reply.get("outputs"))
             wrong = {j: checking.structure_differs(outputs[j], self.expected)
                      for j in chosen} if outputs is not None and not copy else {}
-            e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+            e0, ef, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(4))
             copies: dict[int, list[Any]] = {}
             started = time.monotonic()
             # The stage was written on the default stream: the block's copy must follow it.
@@ -351,10 +371,11 @@ class CaseTimer:
             with torch.cuda.stream(self.stream):
                 e0.record(self.stream)
                 if not touch:
-                    slots.inputs_bytes.copy_(self.stage)
+                    slots.inputs_bytes.copy_(self.stage_for(side))
                 # After the copy: the read evicts the inputs' lines the copy left dirty in L2
                 # (written back here, not inside the window) and everything else; the window
                 # starts with nothing of the block cached.
+                ef.record(self.stream)
                 self.flush()
                 e1.record(self.stream)
                 cuda_ipc.stream_write(self.stream.cuda_stream, slots.go, n)
@@ -385,6 +406,7 @@ class CaseTimer:
         self.host_check.append(wall_ms - window)
         if not touch:
             self.copy_ms[side].append(e0.elapsed_time(e1))
+            self.flush_ms[side].append(ef.elapsed_time(e1))
             # The audited elements were taken on the judge's stream; the audit reads them on this.
             torch.cuda.current_stream().wait_stream(self.stream)
             for j, outs in copies.items():
@@ -428,10 +450,11 @@ class CaseTimer:
         # Only the baseline's blocks are made smaller: a candidate that will not enqueue what the
         # baseline can must not choose the size of the blocks (fewer calls per block weigh the
         # error of the hand-off cost ``o`` more), and fails as before.
-        quick = side == "baseline" and self.count > 1
+        count = self.counts[side]
+        quick = side == "baseline" and count > 1
         try:
             return runner.request("arm", ARM_QUEUE_SECONDS if quick else ARM_SECONDS, n=n,
-                                  count=self.count, graph=graph)
+                                  count=count, graph=graph)
         except SideFailure as exc:
             if not (quick and exc.kind == FailureKind.TIMEOUT):
                 raise
@@ -444,14 +467,15 @@ class CaseTimer:
         runner.answer("arm", ARM_SECONDS)
         self._wait(released, slots.done, n, side)
         self.unblock_stream.synchronize()
-        raise LaunchQueueFull(side, self.count)
+        raise LaunchQueueFull(side, count)
 
     def _wait(self, end: Any, word: int, n: int, side: str) -> None:
         """Until ``end`` (an event behind a wait for the runner's ``word``) has passed; a side
         that never writes the word fails, and the judge's stream is released by writing it."""
         from aka_core.evaluation import cuda_ipc
 
-        limit = max(BLOCK_SECONDS_MIN, self.count * self.estimate_ms * 50 / 1000)
+        limit = max(BLOCK_SECONDS_MIN, self.counts.get(side, self.count) * self.estimate_ms * 50
+                    / 1000)
         deadline = time.monotonic() + limit
         while not end.query():
             if time.monotonic() > deadline:
@@ -503,7 +527,7 @@ class CaseTimer:
             problem = f"it modified its inputs {', '.join(changed)}"
         if problem is None:
             return
-        where = f"case {self.case.name}, call {j + 1} of a timed block of {self.count}"
+        where = f"case {self.case.name}, call {j + 1} of a timed block of {self.counts[side]}"
         if side == "candidate":
             raise JudgeFailure(FailureKind.TIMING_CHECK,
                                f"a timed call's output is wrong ({where}): {problem}",
@@ -525,8 +549,8 @@ class CaseTimer:
 
     # ------------------------------------------------------------------ the case
     def run(self) -> dict[str, Any]:
-        """The case timed: blocks as large as the policy asks, or, where a side could not enqueue
-        one, an eighth as large (again from the start)."""
+        """The case timed: blocks as large as the policy asks, or, where the baseline could not
+        enqueue one, its blocks an eighth as large (again from the start)."""
         cap = MAX_CALLS
         while True:
             try:
@@ -539,6 +563,7 @@ class CaseTimer:
                 cap = max(1, full.count // 8)
 
     def run_blocks(self, cap: int) -> dict[str, Any]:
+        """The case timed with the baseline's blocks of at most ``cap`` calls."""
         import torch
 
         judge = self.judge
@@ -549,19 +574,22 @@ class CaseTimer:
         touches = [self.block("baseline", None, touch=True) for _ in range(3)]
         o_est = stats.median(touches)
         est = {side: max((stats.median([self.block(side, inputs, audit=False) for _ in range(2)])
-                          - o_est) / self.count, 1e-4) for side in ("baseline", "candidate")}
+                          - o_est) / self.counts[side], 1e-4) for side in ("baseline", "candidate")}
         self.estimate_ms = max(est.values())
         free, _ = torch.cuda.mem_get_info()
         per_call = 3 * (self.region + ALIGN) + 3 * self.out_bytes
         by_memory = int(MEMORY_FRACTION * free // max(per_call, 1))
         if by_memory < 1:
             raise JudgeFailure(INFRA, f"not enough free GPU memory to time case {self.case.name}")
-        count = int(min(cap, by_memory,
-                        max(2, math.ceil(self.policy.block_ms / min(est.values())))))
-        self.allocate(count)
+        most = min(MAX_CALLS, by_memory)
+        count = int(min(most, max(2, math.ceil(self.policy.block_ms / min(est.values())))))
+        # The candidate's blocks sized on the faster side (a candidate cannot make its own
+        # blocks shorter), the baseline's on its own estimate: never longer, at most ``cap``.
+        self.allocate(count, min(cap, self.baseline_calls(est["baseline"], count)))
         self.choose_mode()
-        count = self.fit_graph_blocks(count, min(cap, by_memory), o_est)
-        self.record.update(calls_per_block=count, estimate_ms=est)
+        count = self.fit_graph_blocks(count, most, o_est, baseline_most=cap)
+        self.record.update(calls_per_block=count, estimate_ms=est,
+                           baseline_calls_per_block=self.counts["baseline"])
         started = time.monotonic()
         stop_reason = "max_pairs"
         pair = 0
@@ -599,7 +627,15 @@ class CaseTimer:
         self.release()
         return self.record
 
-    def fit_graph_blocks(self, count: int, most: int, overhead: float) -> int:
+    def baseline_calls(self, per_call_ms: float, count: int) -> int:
+        """Calls in the baseline's blocks: ``block_ms`` of its own work, at most ``count`` (all
+        ``count`` where the task's ``timing.baseline_blocks`` is ``shared``)."""
+        if self.policy.baseline_blocks == "shared":
+            return count
+        return int(min(count, max(2, math.ceil(self.policy.block_ms / per_call_ms))))
+
+    def fit_graph_blocks(self, count: int, most: int, overhead: float,
+                         baseline_most: int = MAX_CALLS) -> int:
         """Blocks sized again once both sides are replayed as graphs. The eager estimates of a
         microsecond call are noise: two calls queued behind "go" run in a few microseconds, the
         hand-off around them varies by as much, and the count drawn from them landed anywhere
@@ -607,37 +643,44 @@ class CaseTimer:
         kernels each then could not be enqueued behind "go"). So, where the estimate gave more
         than ``FIT_FROM`` calls: both sides captured at ``FIT_CALLS`` calls at most, two
         unaudited replays each time a call, and the blocks sized from that to aim at
-        ``block_ms`` (recaptured unless within 25%). A side that cannot replay the new block
-        keeps the size it could."""
+        ``block_ms`` (recaptured unless within 25%): the candidate's (and the stage's) on the
+        faster side's call, the baseline's on its own (``baseline_to``). A side that cannot
+        replay the new blocks keeps the sizes it could."""
         if (self.mode["baseline"] != "graph" or self.mode["candidate"] != "graph"
                 or count <= FIT_FROM):
             return count
-        first = count
+        first, first_baseline = count, self.counts["baseline"]
         if count > FIT_CALLS:
             count = FIT_CALLS
-            if self.capture_at(count) != count:  # a side could not replay that: as at first
-                self.capture_at(first)
+            if self.capture_at(count, min(count, first_baseline)) != count:  # as at first
+                self.capture_at(first, first_baseline)
                 return first
+        baseline = self.counts["baseline"]
         inputs = self.fresh_inputs(-3)
-        per_call = min(stats.median([self.block(side, inputs, audit=False) for _ in range(2)])
-                       for side in ("baseline", "candidate"))
-        per_call = max((per_call - overhead) / count, 1e-5)
-        wanted = int(min(most, MAX_CALLS, max(2, math.ceil(self.policy.block_ms / per_call))))
-        resized = {"from": first, "to": wanted, "replayed_call_ms": round(per_call, 6)}
+        per_call = {side: max((stats.median([self.block(side, inputs, audit=False)
+                                             for _ in range(2)]) - overhead)
+                              / self.counts[side], 1e-5) for side in ("baseline", "candidate")}
+        fastest = min(per_call.values())
+        wanted = int(min(most, MAX_CALLS, max(2, math.ceil(self.policy.block_ms / fastest))))
+        wanted_baseline = min(baseline_most, self.baseline_calls(per_call["baseline"], wanted))
+        resized = {"from": first, "to": wanted, "replayed_call_ms": round(fastest, 6),
+                   "baseline_to": wanted_baseline}
         self.record["graph_resized"] = resized
-        if abs(wanted - count) <= 0.25 * count:  # near the aim already: no second capture
-            resized["to"] = count
+        if (abs(wanted - count) <= 0.25 * count
+                and abs(wanted_baseline - baseline) <= 0.25 * baseline):
+            resized["to"], resized["baseline_to"] = count, baseline  # near the aim: as they are
             return count
-        if self.capture_at(wanted) == wanted:
+        if self.capture_at(wanted, wanted_baseline) == wanted:
             return wanted
         resized["kept"] = count
-        self.capture_at(count)
+        self.capture_at(count, baseline)
         return count
 
-    def capture_at(self, size: int) -> int:
-        """Slots for ``size`` calls and both sides captured again; ``size`` if both replay it as a
-        graph, else -1 (the modes are then what the capture allowed)."""
-        self.allocate(size)
+    def capture_at(self, size: int, baseline: int | None = None) -> int:
+        """Slots for ``size`` calls (the baseline's: ``baseline``) and both sides captured again;
+        ``size`` if both replay it as a graph, else -1 (the modes are then what the capture
+        allowed)."""
+        self.allocate(size, baseline)
         self.mode = {"baseline": "eager", "candidate": "eager"}
         for key in ("method", "graph_fallback", "candidate_method", "candidate_graph_failure"):
             self.record.pop(key, None)
@@ -645,14 +688,29 @@ class CaseTimer:
         return size if self.mode["baseline"] == self.mode["candidate"] == "graph" else -1
 
     def samples(self, overhead: float) -> tuple[list[float], list[float]]:
-        return ([max(w - overhead, 1e-6) / self.count for w in self.windows["baseline"]],
-                [max(w - overhead, 1e-6) / self.count for w in self.windows["candidate"]])
+        """Per-call times of the interleaved blocks, each side's over its own block's calls."""
+        baseline, candidate = (
+            [max(w - overhead, 1e-6) / self.counts[side] for w in self.windows[side]]
+            for side in ("baseline", "candidate"))
+        return baseline, candidate
+
+    def copies_for_the_candidates_block(self) -> dict[str, float]:
+        """Median ms of the input copy and flush before each side's blocks, the baseline's
+        scaled to the candidate's block (its copy per call times the candidate's calls, plus its
+        flush): what ``check_interference`` compares when the sides' blocks differ in size."""
+        copies = {side: stats.median(v) for side, v in self.copy_ms.items() if v}
+        if "baseline" in copies and self.flush_ms["baseline"]:
+            flush = stats.median(self.flush_ms["baseline"])
+            per_call = max(copies["baseline"] - flush, 0.0) / self.counts["baseline"]
+            copies["baseline"] = flush + per_call * self.counts["candidate"]
+        return copies
 
     # ------------------------------------------------------------------ the clean phase
     def clean(self) -> dict[str, Any]:
         """The baseline alone (the candidate's process is gone): its time and ``o``."""
         self.slots["baseline"] = SideSlots(self.judge, "baseline", self.layout, self.region,
-                                           self.count, self.out_aligned)
+                                           self.counts["baseline"], self.out_aligned)
+        self.count = self.counts["baseline"]  # the stage: the baseline's calls only
         self.make_stage()
         # One set of fresh inputs for every clean block: the baseline is trusted code (it keeps
         # nothing between calls) and every window starts with L2 flushed, so the same inputs
@@ -660,7 +718,7 @@ class CaseTimer:
         inputs = self.fresh_inputs(10_000)
         if self.mode["baseline"] == "graph":
             self.prime("baseline", fresh=False)
-            self.judge._request("baseline", "capture", "timing", count=self.count)
+            self.judge._request("baseline", "capture", "timing", count=self.counts["baseline"])
         windows, touches = [], []
         for block in range(CLEAN_BLOCKS):
             touches.append(self.block("baseline", None, touch=True))
@@ -737,7 +795,7 @@ def measure(judge: Judge) -> None:
 def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
     clean = record["clean"]
     overhead = stats.median(clean["touch_windows_ms"])
-    count = timer.count
+    count = timer.counts["candidate"]
     record["overhead_ms"] = overhead
     fastest = min(timer.windows["candidate"])
     if fastest <= overhead * 0.9:
@@ -745,10 +803,11 @@ def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
                            f"calls took {fastest:.4f} ms, less than an empty block "
                            f"({overhead:.4f} ms): the work escaped the judge's window")
     baseline, candidate = timer.samples(overhead)
-    clean_baseline = stats.median([max(w - overhead, 1e-6) / count for w in clean["windows_ms"]])
+    clean_baseline = stats.median([max(w - overhead, 1e-6) / timer.counts["baseline"]
+                                   for w in clean["windows_ms"]])
     interleaved_baseline = stats.median(baseline)
     ratio = interleaved_baseline / clean_baseline
-    copies = {side: stats.median(v) for side, v in timer.copy_ms.items() if v}
+    copies = timer.copies_for_the_candidates_block()
     record["interference"] = {"clean_baseline_ms": clean_baseline,
                               "interleaved_baseline_ms": interleaved_baseline,
                               "ratio": ratio, "limit": 1 + INTERFERENCE_LIMIT,

@@ -446,25 +446,29 @@ def test_a_case_whose_baseline_cannot_enqueue_a_block_is_timed_again_with_smalle
 
 
 
-def _graph_timer(per_call_ms: float, captures: list[bool], count: int = 400
-                 ) -> timing.CaseTimer:
-    """A case timer whose GPU steps are stand-ins: graph blocks of ``per_call_ms`` per call on
-    top of a 0.3 ms hand-off; ``captures`` says, per capture, whether the candidate's succeeds."""
+def _graph_timer(per_call_ms: float, captures: list[bool], count: int = 400,
+                 baseline_ms: float | None = None) -> timing.CaseTimer:
+    """A case timer whose GPU steps are stand-ins: graph blocks of ``per_call_ms`` per call
+    (the baseline's: ``baseline_ms``, default the same) on top of a 0.3 ms hand-off;
+    ``captures`` says, per capture, whether the candidate's succeeds."""
     from aka_core.models import TimingPolicy
 
     timer = object.__new__(timing.CaseTimer)
     timer.record, timer.policy = {"case": "c"}, TimingPolicy()
     timer.mode = {"baseline": "graph", "candidate": "graph"}
     timer.count, timer.allocations, timer.timed_at = count, [], []
+    timer.counts = {"baseline": count, "candidate": count}
     timer.fresh_inputs = lambda pair: [{}] * timer.count  # type: ignore[method-assign]
+    call_ms = {"candidate": per_call_ms, "baseline": baseline_ms or per_call_ms}
 
     def block(side: str, inputs: object, audit: bool = True) -> float:
-        timer.timed_at.append(timer.count)
-        return 0.3 + timer.count * per_call_ms
+        timer.timed_at.append(timer.counts[side])
+        return 0.3 + timer.counts[side] * call_ms[side]
 
-    def allocate(size: int) -> None:
+    def allocate(size: int, baseline: int | None = None) -> None:
         timer.count = size
-        timer.allocations.append(size)
+        timer.counts = {"candidate": size, "baseline": min(size, baseline or size)}
+        timer.allocations.append(size if baseline in (None, size) else (size, baseline))
 
     def choose_mode() -> None:
         timer.mode["baseline"] = "graph"
@@ -484,7 +488,7 @@ def test_graph_blocks_of_microsecond_calls_grow_to_the_aimed_window() -> None:
     count = timer.fit_graph_blocks(100, timing.MAX_CALLS, 0.3)
     assert count == timer.count == 1053 and timer.allocations == [1053]
     assert set(timer.timed_at) == {100}  # timed at the size it was captured at
-    assert timer.record["graph_resized"] == {"from": 100, "to": 1053,
+    assert timer.record["graph_resized"] == {"from": 100, "to": 1053, "baseline_to": 1053,
                                              "replayed_call_ms": 0.0019}
     assert timer.mode == {"baseline": "graph", "candidate": "graph"}
 
@@ -552,6 +556,7 @@ def test_a_capture_is_primed_with_one_set_of_inputs_made_once(monkeypatch: pytes
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     timer = object.__new__(timing.CaseTimer)
     timer.judge, timer.case, timer.references = Judge(), type("Case", (), {"name": "c"}), {0: []}
+    timer.region, timer.counts = 3, {"baseline": 5, "candidate": 5}
     timer.stage = torch.zeros(5 * 3)
     timer.stage_views = [{"x": timer.stage[3 * j: 3 * j + 3]} for j in range(5)]
     timer.slots = {"baseline": Slots(), "candidate": Slots()}
@@ -580,7 +585,8 @@ def test_the_clean_phase_makes_one_set_of_fresh_inputs_for_all_its_blocks(
 
     monkeypatch.setattr(timing, "SideSlots", lambda *args: Slots())
     timer = object.__new__(timing.CaseTimer)
-    timer.judge, timer.layout, timer.region, timer.count, timer.out_aligned = Judge(), {}, 64, 4, 0
+    timer.judge, timer.layout, timer.region, timer.count, timer.out_aligned = Judge(), {}, 64, 9, 0
+    timer.counts = {"baseline": 4, "candidate": 9}  # the stage shrinks to the baseline's calls
     timer.mode, timer.slots = {"baseline": "graph", "candidate": "graph"}, {}
     made: list[int] = []
     primed: list[tuple[tuple[str, ...], bool]] = []
@@ -602,3 +608,67 @@ def test_the_clean_phase_makes_one_set_of_fresh_inputs_for_all_its_blocks(
     assert [b[1] for b in timed] == [True] + [False] * (timing.CLEAN_BLOCKS - 1)
     assert clean["windows_ms"] == [2.3] * timing.CLEAN_BLOCKS
     assert len(clean["touch_windows_ms"]) == timing.CLEAN_BLOCKS + 1
+    assert timer.count == 4
+
+
+def test_each_side_is_timed_on_blocks_of_its_own_work() -> None:
+    """A baseline 10x slower than the candidate gets blocks of a tenth as many calls (each side
+    about ``block_ms``); the candidate's blocks stay sized on the faster side's call."""
+    timer = _graph_timer(0.0019, [True], count=100, baseline_ms=0.019)
+    assert timer.fit_graph_blocks(100, timing.MAX_CALLS, 0.3) == 1053
+    assert timer.allocations == [(1053, 106)]
+    assert timer.record["graph_resized"]["baseline_to"] == 106
+    capped = _graph_timer(0.0019, [True], count=100, baseline_ms=0.019)
+    assert capped.fit_graph_blocks(100, timing.MAX_CALLS, 0.3, baseline_most=31) == 1053
+    assert capped.counts == {"candidate": 1053, "baseline": 31}  # a launch-queue cap: its own
+    # Slower in the sizing replays, the candidate still gets the faster side's blocks.
+    slow = _graph_timer(0.019, [True], count=100, baseline_ms=0.0019)
+    assert slow.fit_graph_blocks(100, timing.MAX_CALLS, 0.3) == 1053
+    assert slow.counts == {"candidate": 1053, "baseline": 1053}
+    timer.windows = {"baseline": [0.3 + 106 * 0.019], "candidate": [0.3 + 1053 * 0.0019]}
+    baseline, candidate = timer.samples(0.3)
+    assert baseline == pytest.approx([0.019]) and candidate == pytest.approx([0.0019])
+
+
+def test_the_candidates_audited_call_is_drawn_from_its_whole_block(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The baseline's block calls the first of the pair's inputs; the candidate's drawn call must
+    still range over all of its own calls, or the calls past the baseline's would go unaudited."""
+    import random
+
+    monkeypatch.setattr(checking, "sample_positions", lambda *args: [])
+
+    class Judge:
+        timing_root = 3
+
+        def inputs_for(self, case: object, seed: int) -> dict[str, torch.Tensor]:
+            return {"x": torch.zeros(1)}
+
+    timer = object.__new__(timing.CaseTimer)
+    timer.judge, timer.case, timer.rng = Judge(), type("Case", (), {"name": "c"}), random.Random(1)
+    timer.expected, timer.count = [], 40
+    timer.counts = {"baseline": 4, "candidate": 40}
+    timer.stage_views = [{"x": torch.zeros(1)} for _ in range(40)]
+    drawn = {"baseline": set(), "candidate": set()}
+    for pair in range(200):
+        timer.fresh_inputs(pair)
+        for side in drawn:
+            drawn[side].add(timer.drawn[side])
+    assert drawn["baseline"] == {0, 1, 2}
+    assert drawn["candidate"] == set(range(39))
+
+
+def test_the_input_copy_check_compares_blocks_of_different_sizes_per_call() -> None:
+    """The candidate's block copies 10x the baseline's inputs: its copy is held against the
+    baseline's copy per call times its own calls (plus the flush), not against the raw copy."""
+    timer = object.__new__(timing.CaseTimer)
+    timer.counts = {"baseline": 2, "candidate": 20}
+    timer.copy_ms = {"baseline": [1.05, 1.04, 1.06], "candidate": [10.1, 10.0, 10.2]}
+    timer.flush_ms = {"baseline": [0.05] * 3, "candidate": [0.05] * 3}
+    copies = timer.copies_for_the_candidates_block()
+    assert copies["baseline"] == pytest.approx(0.05 + 0.5 * 20)
+    timing.check_interference("c", 1.0, 1.0, 1.0, copies)  # an honest candidate passes
+    timer.copy_ms["candidate"] = [13.0] * 3  # its process held the GPU during its copies
+    with pytest.raises(JudgeFailure) as held:
+        timing.check_interference("c", 1.0, 1.0, 1.0, timer.copies_for_the_candidates_block())
+    assert held.value.kind == "interference"
