@@ -313,7 +313,7 @@ PY
       triton2triton/gelu 2>&1 | tail -40
     AKA_KERNEL_CACHE=/tmp/kernel-store-26 python3 bench/service_bench.py --out "$out/service" \
       --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --single 3 \
-      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      --deadline-s "${SERVICE_DEADLINE_S:-110}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
     ;;
   *) echo "step 1 to 26" >&2; exit 2 ;;
