@@ -672,3 +672,56 @@ def test_the_input_copy_check_compares_blocks_of_different_sizes_per_call() -> N
     with pytest.raises(JudgeFailure) as held:
         timing.check_interference("c", 1.0, 1.0, 1.0, timer.copies_for_the_candidates_block())
     assert held.value.kind == "interference"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64,
+                                   torch.int32])
+def test_the_quick_comparison_passes_only_what_the_exact_one_passes(dtype: torch.dtype) -> None:
+    """compare() passes in one float32 pass only outputs clearly inside their bounds; near the
+    bounds, and wherever an output fails, the float64 comparison decides, so the verdict is
+    always the exact one's."""
+    from aka_core.models import Tolerance
+
+    gen = torch.Generator().manual_seed(11)
+    ref = torch.randn(8192, generator=gen, dtype=torch.float64) * 3
+    if not dtype.is_floating_point:
+        ref = ref.round()
+    tol = (Tolerance(rtol=1e-2, atol=1e-3, max_rel_l2=4e-3) if dtype.is_floating_point
+           else Tolerance(rtol=0.0, atol=1.0))
+    bound = tol.atol + tol.rtol * ref.abs()
+    quick = exact_only = 0
+    for trial in range(40):
+        # Errors from well inside the bounds to just outside them, on every element or a few.
+        scale = 0.2 + 0.9 * trial / 39
+        noise = (torch.rand(8192, generator=gen, dtype=torch.float64) * 2 - 1) * bound * scale
+        if trial % 3 == 0:
+            noise[torch.randperm(8192, generator=gen)[:8192 - 5]] = 0.0
+        out = (ref + noise).to(dtype)
+        verdict = checking.exact_compare(out, ref, tol)["passed"]
+        fast = checking.quick_pass(out, ref, tol)
+        assert checking.compare(out, ref, tol)["passed"] is verdict, trial
+        if fast is not None:
+            assert verdict, f"the quick pass accepted what the exact comparison fails ({trial})"
+            exact = checking.exact_compare(out, ref, tol)
+            assert fast["rel_l2"] == pytest.approx(exact["rel_l2"], rel=1e-4, abs=1e-12)
+            assert fast["max_abs_err"] == pytest.approx(exact["max_abs_err"], rel=1e-4)
+            quick += 1
+        else:
+            exact_only += 1
+    assert quick and exact_only  # both paths were taken
+
+
+def test_the_quick_comparison_leaves_nan_inf_and_shapes_to_the_exact_one() -> None:
+    from aka_core.models import Tolerance
+
+    tol = Tolerance(rtol=1e-2, atol=1e-2)
+    ref = torch.tensor([1.0, float("nan"), float("inf"), -2.0])
+    same = ref.clone()
+    assert checking.quick_pass(same, ref, tol) is not None  # NaN for NaN, inf for inf: fine
+    for bad in ([1.0, 0.0, float("inf"), -2.0], [1.0, float("nan"), float("-inf"), -2.0],
+                [1.0, float("nan"), 3.0, -2.0], [float("inf"), float("nan"), float("inf"), -2.0]):
+        out = torch.tensor(bad)
+        assert checking.quick_pass(out, ref, tol) is None
+        assert not checking.compare(out, ref, tol)["passed"]
+    assert checking.quick_pass(same[:3], ref, tol) is None
+    assert checking.compare(torch.empty(0), torch.empty(0), tol)["passed"]
