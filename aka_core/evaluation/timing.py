@@ -249,11 +249,15 @@ class CaseTimer:
         """New inputs for every call of the block, written into the judge's private stage (the
         same for both sides of a pair: their audits share the drawn call and its reference)."""
         self.references = {}
-        # Each side's audited call is drawn from all of its own block's calls but its last
-        # (audited anyway): a draw among the shorter block's calls would leave the rest of the
-        # candidate's unaudited.
-        self.drawn = {side: self.rng.randrange(k - 1) if k > 1 else None
-                      for side, k in sorted(self.counts.items())}
+        # The candidate's audited call is drawn from all of its block's calls but its last
+        # (audited anyway): a draw among the baseline's shorter block would leave the rest of
+        # the candidate's unaudited. The baseline (trusted: its audits only check that nothing
+        # disturbed its memory) audits the same call where its block has it, so a pair computes
+        # at most three references.
+        candidate = self.counts["candidate"]
+        drawn = self.rng.randrange(candidate - 1) if candidate > 1 else None
+        self.drawn = {"candidate": drawn, "baseline": drawn if drawn is not None
+                      and drawn < self.counts["baseline"] - 1 else None}
         self.positions = checking.sample_positions(
             self.expected, derive_seed(self.judge.timing_root, self.case.name, pair, "positions"),
             "cuda", AUDIT_SAMPLE)
