@@ -46,17 +46,21 @@
 #                                    # with single requests and `aka eval --service` (issue 13)
 #   bash bench/device_steps.sh 26    # the baseline's blocks on its own work against the candidate's
 #                                    # size (A/B in one call), then the service again (issue 13)
+#   bash bench/device_steps.sh 27    # what 12-03g left unmeasured: the red team's exploits against
+#                                    # the per-side blocks and the audits, the quick comparison on
+#                                    # the GPU, then the service with the last scheduler (issue 13)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
-# 19, 21, 22 and 23 on 2026-12-03 (bench/results/h200-2026-12-03d/). Next: step 24.
+# 19, 21, 22 and 23 on 2026-12-03 (bench/results/h200-2026-12-03d/); 24, 25 and 26 on 2026-12-03
+# (bench/results/h200-2026-12-03e, -03f, -03g). Next: step 27.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 26}"
+step="${1:?step 1 to 27}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
 SERVICE_TASKS="cuda2cuda/rms_norm cuda2cuda/transpose torch2cuda/fused_add_rms_norm
@@ -316,5 +320,19 @@ PY
       --deadline-s "${SERVICE_DEADLINE_S:-110}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
     ;;
-  *) echo "step 1 to 26" >&2; exit 2 ;;
+  27)
+    # The judge since 12-03g: the candidate's audited call from all of its block (exploit
+    # skip_calls_past_the_baselines_block and the other call skippers), correctness's quick pass
+    # (its speed on the GPU), then the service with each slot's next evaluation started at once
+    # under load (the 12-03g run started it only after the current one).
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 150 \
+      --exploits skip_calls_past_the_baselines_block skip_half_the_calls \
+      skip_a_sliver_when_timed steer_timing_method 2>&1 | tail -12
+    python3 bench/compare_speed.py --elements 134217728 --repeats 5
+    AKA_KERNEL_CACHE=/tmp/kernel-store-27 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 3 --single 5 \
+      --deadline-s "${SERVICE_DEADLINE_S:-240}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
+    ;;
+  *) echo "step 1 to 27" >&2; exit 2 ;;
 esac
