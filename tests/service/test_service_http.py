@@ -144,7 +144,7 @@ def test_a_long_poll_is_answered_when_the_service_stops(make_service: object) ->
         def poll() -> None:
             try:
                 answers.append(client.get(row["id"], wait=50))
-            except Exception as exc:  # noqa: BLE001 - the test reports what came back
+            except Exception as exc:  # the test reports what came back
                 answers.append(exc)
 
         waiter = threading.Thread(target=poll)
