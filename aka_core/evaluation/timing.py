@@ -554,7 +554,7 @@ class CaseTimer:
     # ------------------------------------------------------------------ the case
     def run(self) -> dict[str, Any]:
         """The case timed: blocks as large as the policy asks, or, where the baseline could not
-        enqueue one, its blocks an eighth as large (again from the start)."""
+        enqueue one, an eighth as large (again from the start)."""
         cap = MAX_CALLS
         while True:
             try:
@@ -567,7 +567,7 @@ class CaseTimer:
                 cap = max(1, full.count // 8)
 
     def run_blocks(self, cap: int) -> dict[str, Any]:
-        """The case timed with the baseline's blocks of at most ``cap`` calls."""
+        """The case timed with blocks of at most ``cap`` calls."""
         import torch
 
         judge = self.judge
@@ -585,13 +585,15 @@ class CaseTimer:
         by_memory = int(MEMORY_FRACTION * free // max(per_call, 1))
         if by_memory < 1:
             raise JudgeFailure(INFRA, f"not enough free GPU memory to time case {self.case.name}")
-        most = min(MAX_CALLS, by_memory)
+        # After a block the baseline could not enqueue, both sides' blocks stay within ``cap``
+        # (as when they were one size: a candidate like its baseline is not failed for it).
+        most = min(cap, MAX_CALLS, by_memory)
         count = int(min(most, max(2, math.ceil(self.policy.block_ms / min(est.values())))))
         # The candidate's blocks sized on the faster side (a candidate cannot make its own
-        # blocks shorter), the baseline's on its own estimate: never longer, at most ``cap``.
-        self.allocate(count, min(cap, self.baseline_calls(est["baseline"], count)))
+        # blocks shorter), the baseline's on its own estimate: never longer.
+        self.allocate(count, self.baseline_calls(est["baseline"], count))
         self.choose_mode()
-        count = self.fit_graph_blocks(count, most, o_est, baseline_most=cap)
+        count = self.fit_graph_blocks(count, most, o_est)
         self.record.update(calls_per_block=count, estimate_ms=est,
                            baseline_calls_per_block=self.counts["baseline"])
         started = time.monotonic()
@@ -638,8 +640,7 @@ class CaseTimer:
             return count
         return int(min(count, max(2, math.ceil(self.policy.block_ms / per_call_ms))))
 
-    def fit_graph_blocks(self, count: int, most: int, overhead: float,
-                         baseline_most: int = MAX_CALLS) -> int:
+    def fit_graph_blocks(self, count: int, most: int, overhead: float) -> int:
         """Blocks sized again once both sides are replayed as graphs. The eager estimates of a
         microsecond call are noise: two calls queued behind "go" run in a few microseconds, the
         hand-off around them varies by as much, and the count drawn from them landed anywhere
@@ -666,7 +667,7 @@ class CaseTimer:
                               / self.counts[side], 1e-5) for side in ("baseline", "candidate")}
         fastest = min(per_call.values())
         wanted = int(min(most, MAX_CALLS, max(2, math.ceil(self.policy.block_ms / fastest))))
-        wanted_baseline = min(baseline_most, self.baseline_calls(per_call["baseline"], wanted))
+        wanted_baseline = self.baseline_calls(per_call["baseline"], wanted)
         resized = {"from": first, "to": wanted, "replayed_call_ms": round(fastest, 6),
                    "baseline_to": wanted_baseline}
         self.record["graph_resized"] = resized
