@@ -238,8 +238,9 @@ class Scheduler:
         # Under load (requests waiting) the slot's next evaluation starts now, while this one
         # runs: it has to be ready when this one ends. With none waiting it starts once this one
         # is over (below): its five processes importing PyTorch and making CUDA contexts would
-        # compete with this evaluation's checks and timing (a single request to an idle service
-        # took 5.2 s with them, 3.9 s without, on an H200).
+        # compete with this evaluation's checks and timing (single requests to an idle service
+        # on an H200: 5.2 s p50 with them, 3.9 s without, that run also with shorter baseline
+        # blocks).
         ahead = self.store.queued() > 0
         if ahead:
             await self._start_standby(slot)
