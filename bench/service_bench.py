@@ -48,11 +48,12 @@ def stored(tasks: list[str] | None, backends: list[str]) -> list[str]:
     return [t for t in found if load_task(ROOT / "tasks" / t, t, host).backend in backends]
 
 
-def aka_eval(task: str) -> dict[str, Any]:
+def aka_eval(task: str, *extra: str) -> dict[str, Any]:
+    """``aka eval`` of the task's stored solution (``extra``: more of its arguments)."""
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "aka_core.cli", "eval", str(ROOT / "tasks" / task),
                            "--candidate", str(SOLUTIONS / task), "--json",
-                           "--held-out-seed", str(HELD_OUT_SEED)],
+                           "--held-out-seed", str(HELD_OUT_SEED), *extra],
                           capture_output=True, text=True, check=False)
     wall = time.monotonic() - started
     try:
@@ -150,16 +151,11 @@ def eval_through_service(task: str, state: Path, count: int) -> list[float]:
     walls = []
     for _ in range(count):
         time.sleep(3.0)
-        started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "aka_core.cli", "eval",
-                               str(ROOT / "tasks" / task), "--candidate", str(SOLUTIONS / task),
-                               "--json", "--held-out-seed", str(HELD_OUT_SEED),
-                               "--service", str(state)],
-                              capture_output=True, text=True, check=False)
-        if done.returncode == 0:
-            walls.append(time.monotonic() - started)
+        result = aka_eval(task, "--service", str(state))
+        if "error" in result:
+            print(f"aka eval --service failed: {result['error'][-500:]}", file=sys.stderr)
         else:
-            print(f"aka eval --service failed: {done.stderr[-500:]}", file=sys.stderr)
+            walls.append(result["wall_s"])
     return walls
 
 
