@@ -126,24 +126,22 @@ def quick_pass(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any] | None:
 
     if tuple(out.shape) != tuple(ref.shape):
         return None
-    wide = torch.float32
-    if torch.float64 in (out.dtype, ref.dtype) or not out.dtype.is_floating_point:
-        wide = torch.float64
-    o = out.detach().to(wide)
-    r = ref.detach().to(device=out.device, dtype=wide)
-    nan_o, nan_r = torch.isnan(o), torch.isnan(r)
+    if out.numel() == 0:
+        return {"passed": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "rel_l2": 0.0,
+                "mismatched": 0, "elements": 0}
+    o, r = _widened(out, ref)
     finite = torch.isfinite(r) & torch.isfinite(o)
     # NaN where the reference has NaN, +-inf where it has the same infinity, finite elsewhere.
-    special = (nan_o != nan_r).any() | (torch.isinf(o) & (o != r)).any() | (
-        torch.isinf(r) & (o != r)).any()
+    special = (torch.isnan(o) != torch.isnan(r)).any() | (
+        (torch.isinf(o) | torch.isinf(r)) & (o != r)).any()
     err = torch.where(finite, o - r, 0.0)
     diff = err.abs()
     slack = 1.0 - QUICK_MARGIN
     outside = (diff > (tol.atol + tol.rtol * r.abs()) * slack) & finite
     ref_finite = torch.where(finite, r, 0.0)
     figures = torch.stack([
-        special.to(wide), outside.any().to(wide), diff.max() if diff.numel() else diff.sum(),
-        (diff / ref_finite.abs().clamp_min(1e-30)).max() if diff.numel() else diff.sum(),
+        special.to(o.dtype), outside.any().to(o.dtype), diff.max(),
+        (diff / ref_finite.abs().clamp_min(1e-30)).max(),
         torch.linalg.vector_norm(err), torch.linalg.vector_norm(ref_finite)]).tolist()
     bad_special, bad_elements, max_abs, max_rel, err_norm, ref_norm = figures
     if bad_special or bad_elements:
@@ -153,6 +151,17 @@ def quick_pass(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any] | None:
         return None
     return {"passed": True, "max_abs_err": float(max_abs), "max_rel_err": float(max_rel),
             "rel_l2": float(rel_l2), "mismatched": 0, "elements": int(o.numel())}
+
+
+def _widened(out: Any, ref: Any) -> tuple[Any, Any]:
+    """``out`` and ``ref`` (on ``out``'s device) in float32 for 16- and 32-bit floats, float64
+    where either is float64 (its digits kept) or ``out`` is not a float (integers exactly)."""
+    import torch
+
+    wide = torch.float32
+    if torch.float64 in (out.dtype, ref.dtype) or not out.dtype.is_floating_point:
+        wide = torch.float64
+    return out.detach().to(wide), ref.detach().to(device=out.device, dtype=wide)
 
 
 def exact_compare(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any]:
@@ -241,11 +250,7 @@ def failure_flag(out: Any, ref: Any, tol: Tolerance) -> Any:
 
     if tuple(out.shape) != tuple(ref.shape):
         return torch.ones((), dtype=torch.bool, device=out.device)
-    wide = torch.float32
-    if torch.float64 in (out.dtype, ref.dtype) or not out.dtype.is_floating_point:
-        wide = torch.float64  # integers compare exactly; float64 keeps its digits
-    o = out.detach().to(wide)
-    r = ref.detach().to(device=out.device, dtype=wide)
+    o, r = _widened(out, ref)
     diff = (o - r).abs()
     fine = ((diff <= tol.atol + tol.rtol * r.abs()) & r.isfinite()) | (o == r) | (
         o.isnan() & r.isnan())
