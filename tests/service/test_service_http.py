@@ -195,3 +195,19 @@ def test_aka_eval_through_a_running_service(make_service: object, tmp_path: Path
                            "--candidate", str(tmp_path), "--service", str(tmp_path / "nothing")],
                           capture_output=True, text=True, timeout=60, check=False)
     assert gone.returncode != 0 and "no service runs with state folder" in gone.stderr
+
+
+def test_aka_eval_through_a_service_without_the_client_says_what_to_install(tmp_path: Path
+                                                                           ) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "kernel.py").write_text("x = 1\n")
+    code = ("import sys; sys.modules['httpx'] = None\n"
+            "from aka_core.cli import main\n"
+            f"sys.exit(main(['eval', 'tasks/{TASK}', '--candidate', {str(tmp_path)!r}, "
+            "'--service', 'http://127.0.0.1:9']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'aka-core[serve]'" in done.stderr and "httpx" in done.stderr
