@@ -132,6 +132,7 @@ class Judge:
         builders = self.start_builders()
         self.await_confinement()
         self.finish_builders(builders)
+        self.await_ready()
         if self.device == "cuda":
             # The evaluation owns the GPU from before any side's code is imported: code run at
             # import (or left running) could otherwise slow another evaluation's blocks.
@@ -365,6 +366,20 @@ class Judge:
             confined = confined and bool(self.confinement[side].get("confined"))
         self.result["confinement"] = {"policy": self.req.confinement, "confined": confined,
                                       **self.confinement}
+
+    def await_ready(self) -> None:
+        """Both runners have done what precedes the side's code (the backend's imports, the
+        CUDA context): the GPU lock is then held for the sides' work alone, and a runner that
+        fails before it is the host's fault (no code of the side has run in it)."""
+        deadline = time.monotonic() + STARTUP_SECONDS
+        for side, runner in self.runners.items():
+            reply = self._read(runner, deadline, "start-up", phase="startup")
+            if reply.get("event") == "setup_failed":
+                raise JudgeFailure(INFRA, f"the {side} runner could not be set up before loading "
+                                   f"any of the side's code: {reply.get('message')}; retry")
+            if reply.get("event") != "ready":
+                raise JudgeFailure(INFRA, f"the {side} runner sent {str(reply)[:200]} before "
+                                   "loading any of the side's code")
 
     def await_runners(self) -> None:
         deadline = time.monotonic() + self.req.timeouts.compile_seconds
@@ -742,6 +757,8 @@ class Judge:
             io.close()
         for runner in self.runners.values():
             runner.cont()
+            runner.kill_soon()  # both killed, then waited for: their exits overlap
+        for runner in self.runners.values():
             runner.kill()
         sides.kill_orphans(set())
         # Nothing of the sides is left: the next evaluation may have the GPU while this one

@@ -128,6 +128,8 @@ class Builder:
             else:
                 record["confined"] = bool((reply.get("confinement") or {}).get("confined"))
                 reply = self.process.read(max(0.5, deadline - time.monotonic()), "building")
+                if reply.get("event") == "ready":  # its imports done; the build comes next
+                    reply = self.process.read(max(0.5, deadline - time.monotonic()), "building")
                 event = reply.get("event")
                 record["outcome"] = ("built" if event == "loaded" else
                                      "failed" if event == "build_failed" else "not started")

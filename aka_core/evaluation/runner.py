@@ -40,6 +40,15 @@ GO_OFFSET = 0
 DONE_OFFSET = 4
 
 
+def _factory(path: str) -> Any:
+    """The backend factory named ``module:attr`` (an installed plugin's)."""
+    module, _, attr = path.partition(":")
+    factory: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        factory = getattr(factory, part)
+    return factory
+
+
 class Runner:
     def __init__(self, cmd_fd: int, reply_fd: int, fd_socket: int):
         import socket
@@ -96,17 +105,15 @@ class Runner:
 
             if confine.get("device") == "cuda":
                 self.make_context()
+            self.preload_ahead(confine.get("preload") or (), str(confine.get("device")),
+                               confine.get("preload_cache"))
         init = self.commands.read(timeout=24 * 3600)
         if init.get("op") != "init":
             return
         # The backend's variables (e.g. TRITON_INTERPRET), before its module is imported.
         os.environ.update({str(k): str(v) for k, v in (init.get("env") or {}).items()})
         self.device = init["device"]
-        module, _, attr = init["backend"].partition(":")
-        factory: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            factory = getattr(factory, part)
-        self.backend = factory()
+        self.backend = _factory(init["backend"])()
         import torch  # noqa: F401  (imported here, before the lock, not by the side's load)
 
         # The backend's own heavy imports (trusted code, nothing of the side), before the judge
@@ -118,7 +125,14 @@ class Runner:
                 preload(self.device)
 
         if self.device == "cuda":
-            self.make_context()
+            try:
+                self.make_context()
+            except Exception as exc:  # no side code has run: the host's fault, said as such
+                self.reply(event="setup_failed", message=f"{type(exc).__name__}: {exc}"[:2000])
+                sys.exit(3)
+        # Ready: everything before the side's code is done (the judge takes the GPU lock only
+        # once both runners say so, and a runner that dies before it is the host's fault).
+        self.reply(event="ready")
         # Nothing of the side runs, and no work reaches the GPU, until the judge holds the GPU.
         load = self.commands.read(timeout=24 * 3600)
         if load.get("op") != "load":
@@ -135,6 +149,29 @@ class Runner:
             return
         self.reply(event="loaded")
         self.serve()
+
+    def preload_ahead(self, backends: Any, device: str, cache: Any) -> None:
+        """A runner started ahead of its request (``warm``) preloads the backends its request may
+        name (trusted code, no side's): a request then starts with them imported. Whatever they
+        compile for themselves (Triton's driver utilities) goes to a folder of its own, not to
+        the side's cache, which gets the side's stored kernels when the request comes (the
+        backend's cache folder is read from the environment when used, not at import)."""
+        if not backends or not cache:
+            return
+        saved = {k: os.environ.get(k) for k in ("TRITON_CACHE_DIR",)}
+        os.environ["TRITON_CACHE_DIR"] = str(Path(str(cache)) / "triton")
+        try:
+            for path in backends:
+                with contextlib.suppress(Exception):  # the request's own preload tries again
+                    preload = getattr(_factory(str(path))(), "preload", None)
+                    if callable(preload):
+                        preload(device)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     def make_context(self) -> None:
         """This process's CUDA context and stream, made before the judge holds the GPU: nothing is

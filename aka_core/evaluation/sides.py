@@ -227,6 +227,12 @@ class RunnerProcess:
             os.killpg(self.proc.pid, sig)
         return signal_tree(self.proc.pid, sig)
 
+    def kill_soon(self) -> None:
+        """SIGKILL the runner and everything it started, without waiting (``kill`` waits): two
+        runners' exits, their GPU contexts torn down, then overlap."""
+        if not self.dead:
+            self._signal_tree(signal.SIGKILL)
+
     def kill(self) -> None:
         """Kill the runner and everything it started; wait until it is gone (its GPU context
         with it)."""

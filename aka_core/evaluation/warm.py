@@ -73,6 +73,30 @@ def code_folders() -> tuple[str, ...]:
     return tuple(sorted(set(found)))
 
 
+def preload_backends(device: str) -> tuple[str, ...]:
+    """The installed backends a runner started ahead preloads (``Runner.preload_ahead``): those
+    with a ``preload`` whose runners need no variables of their own on ``device`` (their import
+    then is the one a request's runner would make)."""
+    from aka_core.evaluation.judge import plugin_host
+
+    found = []
+    try:
+        host = plugin_host()
+        names = host.names("backend")
+    except Exception:  # a head start only: without it each request preloads its own
+        return ()
+    for name in names:
+        try:
+            factory = host.backend(name).factory
+            backend = factory()
+            if not callable(getattr(backend, "preload", None)) or backend.worker_environment(device):
+                continue
+        except Exception:
+            continue
+        found.append(f"{factory.__module__}:{factory.__qualname__}")
+    return tuple(found)
+
+
 def runner_spec(scratch: Path, stage: Path, protected: Sequence[str], required: bool
                 ) -> dict[str, Any]:
     """The sandbox of a runner that reads its side from ``stage``."""
@@ -94,6 +118,7 @@ class WarmRunners:
         self.specs: dict[str, dict[str, Any]] = {}
         self.builders: dict[str, RunnerProcess] = {}
         self.builder_specs: dict[str, dict[str, Any]] = {}
+        preloaded = preload_backends(profile.device)
         for side in SIDES:
             scratch, stage = self.scratch(side), self.stage(side)
             scratch.mkdir(parents=True)
@@ -103,7 +128,8 @@ class WarmRunners:
             runner = RunnerProcess(side, scratch=scratch, env=env_for(scratch, {}),
                                    log_path=Path(f"{log_prefix}.{side}.log"))
             runner.send(op="confine", sandbox=spec, confine=True, warm=True,
-                        device=profile.device)
+                        device=profile.device, preload=list(preloaded),
+                        preload_cache=str(scratch / "preload"))
             self.runners[side], self.specs[side] = runner, spec
         if profile.device == "cuda":  # builds before the GPU lock (``prebuild``)
             from aka_core.evaluation import prebuild

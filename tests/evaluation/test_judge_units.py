@@ -728,3 +728,47 @@ def test_the_quick_comparison_leaves_nan_inf_and_shapes_to_the_exact_one() -> No
         assert not checking.compare(out, ref, tol)["passed"]
     assert checking.quick_pass(same[:3], ref, tol) is None
     assert checking.compare(torch.empty(0), torch.empty(0), tol)["passed"]
+
+
+# --------------------------------------------------------------------------- before the GPU lock
+
+
+class _StubRunner:
+    def __init__(self, side: str, reply: dict | Exception):
+        self.side, self.reply = side, reply
+
+    def read(self, timeout: float, what: str) -> dict:
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return self.reply
+
+
+@pytest.mark.parametrize("reply", [
+    {"event": "setup_failed", "message": "CUDA error: no CUDA-capable device is detected"},
+    {"event": "loaded"},  # anything but "ready" before the side's code: not the side's word
+])
+def test_a_runner_not_ready_before_the_lock_is_the_hosts_fault(reply: dict) -> None:
+    from aka_core.evaluation.failures import INFRA, FailureKind
+    from aka_core.evaluation.judge import Judge
+
+    judge = Judge.__new__(Judge)
+    judge.runners = {"baseline": _StubRunner("baseline", {"event": "ready"}),
+                     "candidate": _StubRunner("candidate", reply)}
+    with pytest.raises(JudgeFailure) as caught:
+        judge.await_ready()
+    assert caught.value.kind == INFRA and caught.value.kind != FailureKind.CRASHED
+    assert "candidate runner" in str(caught.value)
+
+
+def test_a_runner_that_dies_before_it_is_ready_is_the_hosts_fault() -> None:
+    from aka_core.evaluation.failures import INFRA, FailureKind
+    from aka_core.evaluation.judge import Judge
+    from aka_core.evaluation.sides import SideFailure
+
+    judge = Judge.__new__(Judge)
+    judge.runners = {"candidate": _StubRunner(
+        "candidate", SideFailure(FailureKind.CRASHED, "the candidate runner exited (code 3)"))}
+    judge._phase, judge.limit = "startup", 300.0
+    with pytest.raises(JudgeFailure) as caught:
+        judge.await_ready()
+    assert caught.value.kind == INFRA and "retry" in str(caught.value)
