@@ -23,7 +23,9 @@ import base64
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -45,8 +47,24 @@ class Manifest:
 
 
 def aka_distributions() -> list[importlib.metadata.Distribution]:
-    return [d for d in importlib.metadata.distributions()
-            if (d.metadata["Name"] or "").lower().startswith(AKA_DISTRIBUTION_PREFIX)]
+    """The installed distributions named ``aka-*``. Their metadata folders are found by name
+    (``aka_core-1.0.dist-info``) before any is parsed: parsing every installed distribution's
+    metadata (hundreds, with PyTorch's) cost more than hashing aka's files."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    for entry in sys.path:
+        folder = Path(entry or ".")
+        try:
+            names = [p for p in folder.iterdir()
+                     if p.suffix in (".dist-info", ".egg-info")
+                     and p.name.lower().replace("-", "_").startswith("aka_")]
+        except OSError:
+            continue
+        for path in sorted(names):
+            dist = importlib.metadata.PathDistribution(path)
+            name = (dist.metadata["Name"] or "").lower()
+            if name.startswith(AKA_DISTRIBUTION_PREFIX) and name not in found:
+                found[name] = dist  # the first on sys.path is the one imported
+    return list(found.values())
 
 
 def package_folders() -> set[Path]:
@@ -82,11 +100,27 @@ def evaluator_files() -> list[Path]:
     return sorted(files)
 
 
+_DIGESTS: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+SETTLED_SECONDS = 2.0
+"""A file's digest is reused while its inode, size, mtime and ctime are what they were when it
+was hashed, and that ctime is this old: the ctime of a write cannot be set back by anyone
+but root (``utime`` sets it to now), and a file changed within the clock's resolution of the
+hashing is hashed again until its ctime is well behind."""
+
+
 def _sha256(path: Path) -> str:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        st = os.stat(path)
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = _DIGESTS.get(str(path))
+        if known is not None and known[0] == stamp:
+            return known[1]
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return "unreadable"
+    if time.time() - st.st_ctime > SETTLED_SECONDS:
+        _DIGESTS[str(path)] = (stamp, digest)
+    return digest
 
 
 def snapshot(files: Iterable[Path] | None = None) -> Manifest:
@@ -108,11 +142,11 @@ def verify_installed() -> list[str]:
             if record.hash is None or record.hash.mode != "sha256":
                 continue
             path = Path(str(dist.locate_file(record)))
-            try:
-                digest = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest())
-            except OSError:
+            hexdigest = _sha256(path)
+            if hexdigest == "unreadable":
                 bad.append(f"{path} (missing)")
                 continue
+            digest = base64.urlsafe_b64encode(bytes.fromhex(hexdigest))
             if digest.decode().rstrip("=") != record.hash.value:
                 bad.append(str(path))
     return sorted(bad)
