@@ -124,26 +124,30 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
         return finished, (ended if late else time.monotonic()) - started
 
 
-async def single_requests(url: str, task: str, count: int
-                          ) -> tuple[list[float], list[dict[str, Any]]]:
+async def single_requests(url: str, task: str, count: int, gap: float
+                          ) -> tuple[list[float], list[dict[str, Any]], list[dict[str, Any]]]:
     """``count`` requests one after another, each to an idle service: what one rollout waits
-    (wall seconds, and each evaluation's phases)."""
+    (wall seconds, each evaluation's phases, and the service's timeline of each request)."""
     from aka_core.api import AsyncServiceClient
 
     files = editable_files(task)
     run = time.strftime("%H%M%S")
-    walls, phases = [], []
+    walls, phases, timelines = [], [], []
     async with AsyncServiceClient(url, timeout=600) as client:
         for k in range(count + 1):  # the first fills the kernel store and is not counted
-            await asyncio.sleep(3.0)  # the slot's next evaluation has started meanwhile
+            await asyncio.sleep(gap)  # the slot's next evaluation has started meanwhile
             started = time.monotonic()
             result = await client.evaluate(task, files, id=f"{run}-single-{k}",
                                            held_out_seed=HELD_OUT_SEED)
             if k:
                 walls.append(time.monotonic() - started)
                 evaluation = (result.get("record") or {}).get("evaluation") or {}
-                phases.append(evaluation.get("phases") or {})
-    return walls, phases
+                # The judge's phases, and "spawn": the wait for the judge started ahead to be
+                # ready (imports, its runners confined and preloaded).
+                phases.append({**(evaluation.get("phases") or {}), "spawn": float(
+                    (evaluation.get("phases_wall") or {}).get("spawn") or 0.0)})
+                timelines.append(result.get("timeline") or {})
+    return walls, phases, timelines
 
 
 def eval_through_service(task: str, state: Path, count: int) -> list[float]:
@@ -172,6 +176,9 @@ def main() -> int:
     parser.add_argument("--serial", action="store_true")
     parser.add_argument("--single", type=int, default=5,
                         help="requests of --warm-task one at a time through the service (p50)")
+    parser.add_argument("--single-gap", type=float, default=3.0,
+                        help="seconds between single requests (the slot's next evaluation starts "
+                        "after the last one ends: a shorter gap may find it still starting)")
     parser.add_argument("--deadline-s", type=float,
                         help="stop the service part after this long; the rate counts what ended")
     parser.add_argument("--prestart", action=argparse.BooleanOptionalAction, default=True,
@@ -205,9 +212,11 @@ def main() -> int:
                 time.sleep(0.2)
             url = json.loads((state / "service.json").read_text())["url"]
             if args.single:
-                walls, phases = asyncio.run(single_requests(url, args.warm_task, args.single))
+                walls, phases, timelines = asyncio.run(single_requests(
+                    url, args.warm_task, args.single, args.single_gap))
                 report["single"] = {"task": args.warm_task, "wall_s": walls, "phases": phases,
-                                    "p50": statistics.median(walls), "prestart": args.prestart}
+                                    "timelines": timelines, "p50": statistics.median(walls),
+                                    "prestart": args.prestart, "gap_s": args.single_gap}
                 walls = eval_through_service(args.warm_task, state, args.single)
                 if walls:
                     report["eval_service"] = {"task": args.warm_task, "wall_s": walls,
@@ -232,13 +241,22 @@ def main() -> int:
     if "single" in report:
         single = report["single"]
         lines.append(f"single requests of {single['task']} to an idle `aka serve` (prestart "
-                     f"{'on' if single['prestart'] else 'off'}): p50 {single['p50']:.2f} s "
+                     f"{'on' if single['prestart'] else 'off'}, {single.get('gap_s', 3.0):.0f} s "
+                     f"apart): p50 {single['p50']:.2f} s "
                      f"({', '.join(f'{w:.2f}' for w in single['wall_s'])})")
         if single.get("phases"):
             names = list(single["phases"][0])
             lines.append("their phases, mean s: " + ", ".join(
                 f"{n} {statistics.mean(p.get(n, 0.0) for p in single['phases']):.2f}"
                 for n in names))
+        spans = [t for t in single.get("timelines") or () if t]
+        if spans:  # the rest of each request's wall time: the service's timeline
+            judged = statistics.mean(sum(v for k, v in p.items() if k != "spawn")
+                                     for p in single["phases"])
+            lines.append("the service's timeline, mean s: " + ", ".join(
+                f"{n} {statistics.mean(float(t.get(n) or 0.0) for t in spans):.3f}"
+                for n in ("queued_s", "handed_s", "evaluation_s", "exit_s"))
+                + f"; the judge's phases {judged:.3f}")
     if "eval_service" in report:
         through = report["eval_service"]
         lines.append(f"`aka eval --service` of {through['task']} (the CLI, evaluated by the idle "

@@ -7,6 +7,7 @@ and recorded (the candidate is then rejected); files the agent added are listed 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -45,12 +46,19 @@ def digests(root: Path) -> dict[str, str]:
 
 def agent_view_of_task_file(task: Task) -> str:
     """task.yaml as the agent sees it: without the held-out cases it must never see."""
+    return _agent_view((task.root / TASK_FILE).read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=32)
+def _agent_view(text: str) -> str:
+    # Keyed by the file's text: the workspace and the evaluator's copy of one evaluation make
+    # the same view (a round trip through the comment-keeping YAML parser is not cheap).
     import io
 
     from ruamel.yaml import YAML
 
     yaml = YAML(typ="rt")
-    data = yaml.load((task.root / TASK_FILE).read_text(encoding="utf-8"))
+    data = yaml.load(text)
     data.pop("held_out_cases", None)
     buf = io.StringIO()
     yaml.dump(data, buf)

@@ -224,6 +224,7 @@ class Scheduler:
         if request.deadline is not None:
             limit = min(limit, max(0.0, request.deadline - time.time()))
         env = {**os.environ, **slot.env, "PYTHONUNBUFFERED": "1"}
+        handed = time.time()
         taken = await self._take_standby(slot, spec_path)
         standby_log = None
         if taken is not None:
@@ -258,6 +259,7 @@ class Scheduler:
             self.store.retry(request.id, "the service stopped during the evaluation")
             raise
         finally:
+            exited = time.time()
             self.running.pop(request.id, None)
             if standby_log is not None:  # its log joins the request's folder, like a job's
                 with contextlib.suppress(OSError):
@@ -288,11 +290,32 @@ class Scheduler:
         if status == outcome.RETRY:
             self.store.retry(request.id, result["message"])
             return
+        result["timeline"] = timeline(request, payload.get("timeline"), handed=handed,
+                                      exited=exited, started_ahead=taken is not None)
         self.store.finish(request.id, status, result)
         self.completed += 1
         # Judged: the record is in the queue's database; the folder (the candidate's files, the
         # job's log) is only kept for requests that end in the evaluator's failure.
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def timeline(request: Request, job: object, *, handed: float, exited: float,
+             started_ahead: bool) -> dict[str, float | bool | None]:
+    """Where a request's seconds went outside its evaluation's phases (the record has those):
+    queued (from submission to a slot), handed (the slot's process given the request: the wait
+    for a process started ahead to be ready, or a cold start's imports), evaluation (the
+    evaluator's call: the judge's phases and what surrounds them), exit (the process ending)."""
+    marks = ({k: float(v) for k, v in job.items() if isinstance(v, int | float)}
+             if isinstance(job, dict) else {})
+
+    def span(start: float | None, end: float | None) -> float | None:
+        return round(end - start, 4) if start is not None and end is not None else None
+
+    return {"started_ahead": started_ahead,
+            "queued_s": span(request.created, request.started),
+            "handed_s": span(handed, marks.get("spec_read")),
+            "evaluation_s": span(marks.get("spec_read"), marks.get("evaluated")),
+            "exit_s": span(marks.get("evaluated"), exited)}
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

@@ -55,3 +55,11 @@ def test_pre_started_evaluations_judge_as_fresh_ones(make_service: object) -> No
     assert results[1]["failure"]["kind"] == "correctness"
     warm = [r["record"]["evaluation"].get("warm") for r in results]
     assert warm == [{"used": True}] * 3, warm
+    # Where each request's seconds went outside the judge's phases, for a reader of the result.
+    for r in results:
+        line = r["timeline"]
+        assert line["started_ahead"] is True
+        spans = [line[k] for k in ("queued_s", "handed_s", "evaluation_s", "exit_s")]
+        assert all(isinstance(v, float) and v >= 0 for v in spans), line
+        phases = sum(r["record"]["evaluation"]["phases"].values())
+        assert line["evaluation_s"] >= phases - 0.01, (line, phases)
