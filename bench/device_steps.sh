@@ -324,14 +324,17 @@ PY
     # The judge since 12-03g: the candidate's audited call from all of its block (exploit
     # skip_calls_past_the_baselines_block and the other call skippers), correctness's quick pass
     # (its speed on the GPU), then the service with each slot's next evaluation started at once
-    # under load (the 12-03g run started it only after the current one).
+    # under load (the 12-03g run started it only after the current one), runners ready before
+    # the lock and preloaded ahead, and each request's timeline.
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 150 \
       --exploits skip_calls_past_the_baselines_block skip_half_the_calls \
       skip_a_sliver_when_timed steer_timing_method 2>&1 | tail -12
     python3 bench/compare_speed.py --elements 134217728 --repeats 5
+    # Single requests 6 s apart: a slot's next evaluation starts after the last one ends, and
+    # now preloads the backends (12-03g: 3 s apart).
     AKA_KERNEL_CACHE=/tmp/kernel-store-27 python3 bench/service_bench.py --out "$out/service" \
-      --repeats 3 --in-flight 64 --per-gpu 4 --warm 3 --single 5 \
-      --deadline-s "${SERVICE_DEADLINE_S:-240}" --tasks $SERVICE_TASKS 2>&1 \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 3 --single 4 --single-gap 6 \
+      --deadline-s "${SERVICE_DEADLINE_S:-180}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
     ;;
   *) echo "step 1 to 27" >&2; exit 2 ;;
