@@ -197,25 +197,30 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from aka_core import api
-    from aka_core.convert import unstructure
-    from aka_core.yamlio import dump_yaml, write_yaml_atomic
-
-    if args.service:
+    if args.service:  # the client alone: a trainer's loop may call this for every sample
         data = _eval_through_service(args)
         if data is None:
             return EXIT_NOT_JUDGED
     else:
+        from aka_core import api
+        from aka_core.convert import unstructure
+
         data = unstructure(api.evaluate_candidate(args.task, args.candidate, device=args.device,
                                                   held_out=not args.no_held_out,
                                                   held_out_seed=args.held_out_seed,
                                                   measure_performance=not args.no_timing))
     if args.output:
+        from aka_core.yamlio import write_yaml_atomic
+
         write_yaml_atomic(Path(args.output), data)
     if args.json:
         _print_json(data)
+    elif args.full:
+        from aka_core.yamlio import dump_yaml
+
+        print(dump_yaml(data))
     else:
-        print(_eval_summary(data) if not args.full else dump_yaml(data))
+        print(_eval_summary(data))
     if data.get("status") == "infra_error":
         print("aka eval: not judged: the evaluator or this host failed (infra_error, exit 3); "
               "the reason is above", file=sys.stderr)
@@ -226,7 +231,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _eval_through_service(args: argparse.Namespace) -> dict[str, Any] | None:
     """The same evaluation by a running ``aka serve`` (its judges, runners and kernel store
     already warm): its record, or None (said why on stderr) where no evaluation came back."""
-    from aka_core.api import ServiceClient, ServiceError, files_of
+    from aka_core.service.client import ServiceClient, ServiceError, files_of
     from aka_core.service.server import read_url
 
     for flag, given in (("--no-held-out", args.no_held_out), ("--no-timing", args.no_timing),

@@ -325,7 +325,9 @@ PY
     # skip_calls_past_the_baselines_block and the other call skippers), correctness's quick pass
     # (its speed on the GPU), then the service with each slot's next evaluation started at once
     # under load (the 12-03g run started it only after the current one), runners ready before
-    # the lock and preloaded ahead, and each request's timeline.
+    # the lock and preloaded ahead, and each request's timeline. First: does a process starting
+    # up on the GPU (what a slot's next evaluation does beside the one timing) slow a timed kernel?
+    python3 bench/startup_interference_probe.py --out "$out/startup.json" --seconds 6
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 150 \
       --exploits skip_calls_past_the_baselines_block skip_half_the_calls \
       skip_a_sliver_when_timed steer_timing_method 2>&1 | tail -12

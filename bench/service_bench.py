@@ -60,10 +60,13 @@ def aka_eval(task: str, *extra: str) -> dict[str, Any]:
         record = json.loads(done.stdout)
     except json.JSONDecodeError:
         return {"task": task, "wall_s": wall, "error": done.stderr[-1500:]}
-    perf = (record.get("evaluation") or {}).get("performance") or {}
+    evaluation = record.get("evaluation") or {}
+    perf = evaluation.get("performance") or {}
     return {"task": task, "wall_s": wall, "score": record.get("score"),
             "speedup": perf.get("speedup"), "ci95": perf.get("ci95"),
-            "accepted": record.get("candidate_accepted")}
+            "accepted": record.get("candidate_accepted"),
+            "judged_s": round(sum((evaluation.get("phases") or {}).values()), 4),
+            "spawn_s": (evaluation.get("phases_wall") or {}).get("spawn")}
 
 
 def editable_files(task: str) -> dict[str, str | bytes]:
@@ -150,17 +153,20 @@ async def single_requests(url: str, task: str, count: int, gap: float
     return walls, phases, timelines
 
 
-def eval_through_service(task: str, state: Path, count: int) -> list[float]:
-    """``aka eval --service``: the CLI, its evaluation done by the running service."""
-    walls = []
+def eval_through_service(task: str, state: Path, count: int, gap: float
+                         ) -> tuple[list[float], list[dict[str, Any]]]:
+    """``aka eval --service``: the CLI, its evaluation done by the running service (walls, and
+    each one's judged seconds and wait for the judge started ahead)."""
+    walls, parts = [], []
     for _ in range(count):
-        time.sleep(3.0)
+        time.sleep(gap)
         result = aka_eval(task, "--service", str(state))
         if "error" in result:
             print(f"aka eval --service failed: {result['error'][-500:]}", file=sys.stderr)
         else:
             walls.append(result["wall_s"])
-    return walls
+            parts.append({"judged_s": result["judged_s"], "spawn_s": result["spawn_s"]})
+    return walls, parts
 
 
 def main() -> int:
@@ -217,10 +223,11 @@ def main() -> int:
                 report["single"] = {"task": args.warm_task, "wall_s": walls, "phases": phases,
                                     "timelines": timelines, "p50": statistics.median(walls),
                                     "prestart": args.prestart, "gap_s": args.single_gap}
-                walls = eval_through_service(args.warm_task, state, args.single)
+                walls, parts = eval_through_service(args.warm_task, state, args.single,
+                                                    args.single_gap)
                 if walls:
                     report["eval_service"] = {"task": args.warm_task, "wall_s": walls,
-                                              "p50": statistics.median(walls)}
+                                              "parts": parts, "p50": statistics.median(walls)}
             results, wall = asyncio.run(through_service(url, tasks, args.repeats, args.in_flight,
                                                         args.deadline_s))
         finally:
@@ -261,7 +268,11 @@ def main() -> int:
         through = report["eval_service"]
         lines.append(f"`aka eval --service` of {through['task']} (the CLI, evaluated by the idle "
                      f"service): p50 {through['p50']:.2f} s "
-                     f"({', '.join(f'{w:.2f}' for w in through['wall_s'])})")
+                     f"({', '.join(f'{w:.2f}' for w in through['wall_s'])}); judged "
+                     + ", ".join(f"{p['judged_s']:.2f}" for p in through.get("parts", []))
+                     + " s; waits for the judge started ahead "
+                     + ", ".join(f"{p['spawn_s'] or 0:.2f}" for p in through.get("parts", []))
+                     + " s")
     if "serial" in report:
         lines.append(f"serial `aka eval` of the {len(tasks)} tasks: {report['serial_wall_s']:.1f} s "
                      f"({len(tasks) / (report['serial_wall_s'] / 60):.1f} per GPU-minute)")

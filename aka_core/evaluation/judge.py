@@ -25,7 +25,6 @@ killed from outside, the judge's own fault) — never a zero reward a trainer sh
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
 import os
@@ -56,6 +55,7 @@ from aka_core.evaluation.sandbox import SANDBOX_PROTECTED_ALWAYS
 from aka_core.evaluation.seeds import derive_seed, draw_held_out
 from aka_core.evaluation.sides import RAISED, RunnerProcess, SideFailure
 from aka_core.models import TASK_FILE
+from aka_core.plugin.host import cached_host
 
 STARTUP_SECONDS = 300.0
 POISON_FACTOR = 2
@@ -285,7 +285,7 @@ class Judge:
     def _start_builders(self, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
         from aka_core.evaluation import prebuild
 
-        backend = plugin_host(self.req.backend_plugin).backend(self.req.backend).factory()
+        backend = cached_host(self.req.backend_plugin).backend(self.req.backend).factory()
         kind = getattr(backend, "build_ahead", None)
         started: dict[str, Any] = {}
         architecture: str | None = None
@@ -417,7 +417,7 @@ class Judge:
     def host_cannot_build(self) -> str | None:
         """Why this host cannot build the task's backend (its ``readiness``), or None."""
         try:
-            readiness = plugin_host(self.req.backend_plugin).backend(self.req.backend).factory().readiness()
+            readiness = cached_host(self.req.backend_plugin).backend(self.req.backend).factory().readiness()
         except Exception:  # a broken readiness check says nothing either way
             return None
         return None if readiness.build else str(readiness.detail)
@@ -481,7 +481,7 @@ class Judge:
             raise JudgeFailure(INFRA, "a GPU was requested but PyTorch sees none")
 
         try:
-            backend = plugin_host(req.backend_plugin).backend(req.backend).factory()
+            backend = cached_host(req.backend_plugin).backend(req.backend).factory()
             self.result["device"] = _asdict(backend.describe_device(self.device))
         except Exception as exc:  # a broken plugin: the evaluator's problem
             raise JudgeFailure(INFRA, f"backend {req.backend!r}: {type(exc).__name__}: {exc}") from exc
@@ -945,17 +945,8 @@ def code_folders(req: EvaluationRequest) -> list[str]:
     return folders
 
 
-@functools.cache
-def plugin_host(only: str | None = None) -> Any:
-    """The judge's plugin host (discovering plugins is not free): ``only`` the plugin that provides
-    the backend when the request names it."""
-    from aka_core.plugin.host import PluginHost
-
-    return PluginHost(only=only)
-
-
 def backend_factory_path(req: EvaluationRequest) -> str:
-    factory = plugin_host(req.backend_plugin).backend(req.backend).factory
+    factory = cached_host(req.backend_plugin).backend(req.backend).factory
     return f"{factory.__module__}:{factory.__qualname__}"
 
 

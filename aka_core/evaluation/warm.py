@@ -77,11 +77,11 @@ def preload_backends(device: str) -> tuple[str, ...]:
     """The installed backends a runner started ahead preloads (``Runner.preload_ahead``): those
     with a ``preload`` whose runners need no variables of their own on ``device`` (their import
     then is the one a request's runner would make)."""
-    from aka_core.evaluation.judge import plugin_host
+    from aka_core.plugin.host import cached_host
 
     found = []
     try:
-        host = plugin_host()
+        host = cached_host()
         names = host.names("backend")
     except Exception:  # a head start only: without it each request preloads its own
         return ()

@@ -10,6 +10,7 @@ module touches ``pm.hook``.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import traceback
 from collections.abc import Iterable
@@ -299,6 +300,13 @@ class PluginHost:
             "plugins": [r.as_dict() for r in self.registered()] + self.observers(),
             "load_errors": [e.as_dict() for e in self.load_errors],
         }
+
+
+@functools.cache
+def cached_host(only: str | None = None) -> PluginHost:
+    """One plugin host per process (discovering plugins is not free), for the judge and what it
+    starts ahead: ``only`` the plugin that provides a backend when a request names it."""
+    return PluginHost(only=only)
 
 
 def _core_version() -> str | None:
