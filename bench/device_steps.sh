@@ -49,18 +49,22 @@
 #   bash bench/device_steps.sh 27    # what 12-03g left unmeasured: the red team's exploits against
 #                                    # the per-side blocks and the audits, the quick comparison on
 #                                    # the GPU, then the service with the last scheduler (issue 13)
+#   bash bench/device_steps.sh 28    # the service with exact-rank CIs checked after every pair,
+#                                    # then A/A and 2x work on eight tasks (issues 13 and 12)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
 # 19, 21, 22 and 23 on 2026-12-03 (bench/results/h200-2026-12-03d/); 24, 25 and 26 on 2026-12-03
-# (bench/results/h200-2026-12-03e, -03f, -03g). Next: step 27.
+# (bench/results/h200-2026-12-03e, -03f, -03g); 27 on 2026-12-04 (bench/results/h200-2026-12-04).
+# Next: step 28.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 27}"
+step="${1:?step 1 to 28}"
+AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
 SERVICE_TASKS="cuda2cuda/rms_norm cuda2cuda/transpose torch2cuda/fused_add_rms_norm
@@ -339,5 +343,19 @@ PY
       --deadline-s "${SERVICE_DEADLINE_S:-180}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
     ;;
-  *) echo "step 1 to 27" >&2; exit 2 ;;
+  28)
+    # Issue 13 with a case's CI from exact binomial ranks, checked after every pair (one stray
+    # pair among the first five cost ten more pairs: 15-pair cases in 12-04): the service as in
+    # step 27, then issue 12's A/A and 2x work on eight tasks, so the stop rule's accuracy is seen.
+    AKA_KERNEL_CACHE=/tmp/kernel-store-28 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 3 --single 4 --single-gap 6 \
+      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
+    P="triton2triton/gelu triton2triton/softmax triton2triton/embedding_gather cuda2cuda/transpose
+       torch2triton/cross_entropy triton2triton/causal_attention torch2cuda/silu_and_mul
+       triton2triton/layer_norm"
+    python3 bench/gpu_bench.py --out "$out/aa" --sections aa,double --aa-repeats 1 --tasks $P \
+      --jobs 3 --deadline-s $((AA_END_S - SECONDS)) 2>&1 | tail -14
+    ;;
+  *) echo "step 1 to 28" >&2; exit 2 ;;
 esac

@@ -102,3 +102,26 @@ def test_relative_ci_halfwidth_grows_with_noise() -> None:
     quiet = stats.relative_ci_halfwidth(*paired_samples(1.2, 100, noise=0.01, seed=5))
     noisy = stats.relative_ci_halfwidth(*paired_samples(1.2, 100, noise=0.10, seed=5))
     assert quiet < noisy
+
+
+def _coverage(n: int, outside: int) -> float:
+    """The exact coverage of [x_(outside+1), x_(n-outside)] for the median of ``n`` values."""
+    return 1 - 2 * sum(math.comb(n, i) for i in range(outside + 1)) / 2**n
+
+
+@pytest.mark.parametrize("n", list(range(6, 61)) + [100, 200, 500])
+def test_median_ci_is_the_narrowest_with_95_percent_coverage(n: int) -> None:
+    outside = stats.median_ci_rank(n)
+    assert _coverage(n, outside) >= 0.95
+    assert _coverage(n, outside + 1) < 0.95, "one more value could be left out of each end"
+
+
+def test_one_stray_pair_among_ten_leaves_the_ci_narrow() -> None:
+    # Ten pairs at a ratio of 2.000 +- 0.1%, one of them 8% off (a block slowed by another
+    # process starting on the GPU): the CI leaves it out and stays within +-0.5%.
+    rng = random.Random(3)
+    baseline = [1.0 * (1 + rng.uniform(-1e-3, 1e-3)) for _ in range(10)]
+    candidate = [0.5 for _ in range(10)]
+    baseline[4] *= 1.08
+    assert stats.relative_ci_halfwidth(baseline, candidate) < 0.005
+    assert stats.median_ci_rank(5) == 0  # under 6 pairs: the minimum and maximum
