@@ -15,7 +15,6 @@ import statistics
 from collections.abc import Sequence
 
 
-
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
