@@ -109,7 +109,7 @@ def _coverage(n: int, outside: int) -> float:
     return 1 - 2 * sum(math.comb(n, i) for i in range(outside + 1)) / 2**n
 
 
-@pytest.mark.parametrize("n", list(range(6, 61)) + [100, 200, 500])
+@pytest.mark.parametrize("n", [*range(6, 61), 100, 200, 500])
 def test_median_ci_is_the_narrowest_with_95_percent_coverage(n: int) -> None:
     outside = stats.median_ci_rank(n)
     assert _coverage(n, outside) >= 0.95
