@@ -6,6 +6,12 @@
 # normal `pip install` would, or every Python process pays ~2.5 s compiling torch.
 # Use:  source bench/device_setup.sh
 set -eu
+# Wheels built from other sources than this tree would measure other code than the one committed
+# (it happened once: a whole GPU call on the code before the change it was meant to measure).
+if [ "$(cat .whl/SOURCE 2>/dev/null)" != "$(bash bench/source_digest.sh)" ]; then
+  echo "device_setup: .whl was not built from this tree: run bench/build_device_wheels.sh" >&2
+  return 2 2>/dev/null || exit 2
+fi
 python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /opt/aka-site \
   .whl/*.whl
 if compgen -G ".whl-old/aka_*.whl" >/dev/null; then
