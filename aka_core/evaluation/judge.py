@@ -100,6 +100,7 @@ class Judge:
         self.side_scratch: dict[str, Path] = {}
         self.side_init: dict[str, dict[str, Any]] = {}
         self.structures: dict[str, list[tuple[tuple[int, ...], Any]]] = {}
+        self.sides_quiet = False  # set once the timing ended normally (see ``close``)
 
     # ------------------------------------------------------------------ phases
     def phase(self, name: str) -> None:
@@ -155,6 +156,7 @@ class Judge:
             from aka_core.evaluation import timing
 
             timing.measure(self)
+            self.sides_quiet = True  # the candidate is gone, the baseline idle (``close``)
         else:
             self.result["performance"] = {
                 "measured": False,
@@ -758,16 +760,32 @@ class Judge:
         for runner in self.runners.values():
             runner.cont()
             runner.kill_soon()  # both killed, then waited for: their exits overlap
+        baseline = self.runners.get("baseline")
+        early = self.sides_quiet and baseline is not None
+        if early:
+            # The timing ended normally: the candidate's processes were killed and waited for
+            # before the clean phase, and the baseline (the task's own code) has no GPU work
+            # queued. With everything but the baseline gone, the next evaluation may have the GPU
+            # while the baseline's context is torn down (0.1-0.2 s on an H200, which the lock
+            # held serial): that overlaps the next one's untimed start, never a timed window.
+            for side, runner in self.runners.items():
+                if side != "baseline":
+                    runner.kill()
+            sides.kill_orphans({baseline.proc.pid})
+            self.release_gpu_lock()
         for runner in self.runners.values():
             runner.kill()
         sides.kill_orphans(set())
         # Nothing of the sides is left: the next evaluation may have the GPU while this one
         # keeps its kernels and sends its record.
+        self.release_gpu_lock()
+        self.save_kernel_caches()
+
+    def release_gpu_lock(self) -> None:
         lock = getattr(self, "_gpu_lock", None)
         if lock is not None:
             lock.close()
             self._gpu_lock = None
-        self.save_kernel_caches()
 
 
 class SideIO:

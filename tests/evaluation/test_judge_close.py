@@ -1,0 +1,72 @@
+"""When the judge lets go of the GPU: never before the candidate's processes are gone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aka_core.evaluation import judge as judge_module
+from aka_core.evaluation import sides
+
+
+class FakeProc:
+    def __init__(self, pid: int):
+        self.pid = pid
+
+
+class FakeRunner:
+    def __init__(self, side: str, events: list[str], pid: int):
+        self.side, self.events, self.proc = side, events, FakeProc(pid)
+
+    def cont(self) -> None:
+        pass
+
+    def kill_soon(self) -> None:
+        self.events.append(f"{self.side} signalled")
+
+    def kill(self) -> None:
+        self.events.append(f"{self.side} gone")
+
+
+class FakeLock:
+    def __init__(self, events: list[str]):
+        self.events = events
+
+    def close(self) -> None:
+        self.events.append("lock released")
+
+
+def closed_judge(monkeypatch: pytest.MonkeyPatch, *, quiet: bool) -> list[str]:
+    events: list[str] = []
+    monkeypatch.setattr(sides, "kill_orphans",
+                        lambda keep: events.append(f"orphans killed, kept {sorted(keep)}"))
+    judge: Any = judge_module.Judge.__new__(judge_module.Judge)
+    judge.io = {}
+    judge.runners = {"baseline": FakeRunner("baseline", events, 11),
+                     "candidate": FakeRunner("candidate", events, 22)}
+    judge._gpu_lock = FakeLock(events)
+    judge.sides_quiet = quiet
+    judge.save_kernel_caches = lambda: events.append("caches saved")
+    judge.close()
+    return events
+
+
+def test_after_a_normal_timing_the_lock_goes_before_the_baselines_teardown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    events = closed_judge(monkeypatch, quiet=True)
+    released = events.index("lock released")
+    assert events.index("candidate gone") < released
+    assert events.index("orphans killed, kept [11]") < released
+    assert events.index("baseline gone") > released
+    assert events.count("lock released") == 1
+
+
+def test_otherwise_every_side_is_gone_before_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A failure (or correctness only): the candidate may have GPU work queued, the baseline a
+    # block behind "go"; nothing of either may overlap the next evaluation.
+    events = closed_judge(monkeypatch, quiet=False)
+    released = events.index("lock released")
+    assert events.index("candidate gone") < released
+    assert events.index("baseline gone") < released
+    assert events.index("orphans killed, kept []") < released
