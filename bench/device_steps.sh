@@ -51,19 +51,22 @@
 #                                    # the GPU, then the service with the last scheduler (issue 13)
 #   bash bench/device_steps.sh 28    # the service with exact-rank CIs checked after every pair,
 #                                    # then A/A and 2x work on eight tasks (issues 13 and 12)
+#   bash bench/device_steps.sh 29    # A/A and 2x work with the exact-rank stop rule, the service
+#                                    # with the lock let go before the baseline's teardown, the
+#                                    # smoke shapes' 2x (issues 12 and 13)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
 # 19, 21, 22 and 23 on 2026-12-03 (bench/results/h200-2026-12-03d/); 24, 25 and 26 on 2026-12-03
-# (bench/results/h200-2026-12-03e, -03f, -03g); 27 on 2026-12-04 (bench/results/h200-2026-12-04).
-# Next: step 28.
+# (bench/results/h200-2026-12-03e, -03f, -03g); 27 and 28 on 2026-12-04 (bench/results/h200-2026-12-04, -04b).
+# Next: step 29 (build .whl first: bench/build_device_wheels.sh; device_setup.sh checks it).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 28}"
+step="${1:?step 1 to 29}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -357,5 +360,21 @@ PY
     python3 bench/gpu_bench.py --out "$out/aa" --sections aa,double --aa-repeats 1 --tasks $P \
       --jobs 3 --deadline-s $((AA_END_S - SECONDS)) 2>&1 | tail -14
     ;;
-  *) echo "step 1 to 28" >&2; exit 2 ;;
+  29)
+    # What 12-04b left: A/A and 2x work with the exact-rank stop rule (step 28's ran the judge
+    # before it), then the service with the GPU lock let go before the baseline's teardown after
+    # a normal timing (the rate's last 0.27 s per evaluation), then the smoke shapes' 2x (issue 12).
+    P="triton2triton/gelu triton2triton/softmax triton2triton/embedding_gather cuda2cuda/transpose
+       torch2triton/cross_entropy triton2triton/causal_attention torch2cuda/silu_and_mul
+       triton2triton/layer_norm"
+    python3 bench/gpu_bench.py --out "$out/aa" --sections aa,double --aa-repeats 1 --tasks $P \
+      --jobs 3 --deadline-s 170 2>&1 | tail -14
+    AKA_KERNEL_CACHE=/tmp/kernel-store-29 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --single 4 --single-gap 6 \
+      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
+    python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $SMOKE_TASKS \
+      --jobs 3 --deadline-s $((560 - SECONDS)) 2>&1 | tail -18
+    ;;
+  *) echo "step 1 to 29" >&2; exit 2 ;;
 esac
