@@ -612,8 +612,9 @@ class CaseTimer:
             if judge.remaining() < 0.25 * judge.limit and pair >= 5:
                 stop_reason = "phase_limit"  # leave time for the other cases and the clean phase
                 break
-            # Checked after every pair from min_pairs on (the CI's ranks move at 6, 9, 12, ...
-            # pairs: one stray pair among the first five now costs four pairs, not ten).
+            # Checked after every pair from min_pairs on: the CI leaves out one pair at each end
+            # from 9 pairs, two from 12 (stats.median_ci_rank), so one stray pair among the
+            # first five costs four more pairs, not ten.
             if pair >= self.policy.min_pairs:
                 b, c = self.samples(o_est)
                 if stats.relative_ci_halfwidth(b, c) * 100 <= self.policy.target_ci_percent:
