@@ -243,13 +243,14 @@ class RunnerProcess:
             except subprocess.TimeoutExpired:
                 pass
         self.dead = True
-        for fd in (self.cmd_fd, self.replies.fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.fd_socket.close()
-        self.cmd_fd = -1
+        if self.cmd_fd != -1:  # once: a number closed twice may by then be another open file's
+            for fd in (self.cmd_fd, self.replies.fd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self.fd_socket.close()
+            self.cmd_fd = -1
         reap()
 
 

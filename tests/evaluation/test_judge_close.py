@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,3 +71,23 @@ def test_otherwise_every_side_is_gone_before_the_lock(monkeypatch: pytest.Monkey
     assert events.index("candidate gone") < released
     assert events.index("baseline gone") < released
     assert events.index("orphans killed, kept []") < released
+
+
+def test_a_runner_killed_twice_closes_its_pipes_once(tmp_path: Path) -> None:
+    """The candidate's runner is killed before the clean phase and again when the judge closes:
+    the second kill must not close the numbers its pipes had, which by then may be other files'
+    (an arena's descriptor, the GPU lock)."""
+    import os
+
+    runner = sides.RunnerProcess("candidate", scratch=tmp_path, env=dict(os.environ),
+                                 log_path=tmp_path / "runner.log")
+    runner.kill()
+    # New files take the lowest free numbers: the ones the runner's pipes and socket had.
+    reused = [os.open(tmp_path / f"file{i}", os.O_CREAT | os.O_RDWR) for i in range(3)]
+    try:
+        runner.kill()
+        for fd in reused:
+            os.fstat(fd)  # still open
+    finally:
+        for fd in reused:
+            os.close(fd)
