@@ -79,7 +79,7 @@ SMOKE_TASKS="torch2triton/grad_norm_clip torch2cuda/silu_and_mul torch2triton/ge
   torch2triton/row_logsumexp torch2triton/adamw_step torch2cuda/gelu_tanh_bias
   triton2triton/causal_attention torch2triton/cross_entropy torch2triton/linear_bias_residual
   torch2triton/embedding_bag_mean cuda2cuda/embedding_gather_naive cuda2cuda/row_sum_fp32"
-source bench/device_setup.sh
+source bench/device_setup.sh  # exits (set -e) when .whl was not built from this tree
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
 exploits() {  # half 1 or 2 of the GPU red team, by name
