@@ -369,10 +369,17 @@ PY
        triton2triton/layer_norm"
     python3 bench/gpu_bench.py --out "$out/aa" --sections aa,double --aa-repeats 1 --tasks $P \
       --jobs 3 --deadline-s 170 2>&1 | tail -14
+    # Where the correctness phase's and the timing phase's seconds go now (12-03f's profile was
+    # before the quick pass and the exact-rank stop rule).
+    python3 bench/judge_profile.py --out "$out/profile" --top 45 triton2triton/softmax \
+      triton2triton/gelu cuda2cuda/transpose torch2triton/gemm_bias_gelu >/dev/null 2>&1
     AKA_KERNEL_CACHE=/tmp/kernel-store-29 python3 bench/service_bench.py --out "$out/service" \
       --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --single 4 --single-gap 6 \
       --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
+    # The exploits that leave GPU work or processes behind, against the early lock release.
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 90 \
+      --exploits gpu_hog_daemon daemon_survives leave_processes background_thread 2>&1 | tail -10
     python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $SMOKE_TASKS \
       --jobs 3 --deadline-s $((560 - SECONDS)) 2>&1 | tail -18
     ;;
