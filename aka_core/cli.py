@@ -13,12 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from aka_core import __version__
 from aka_core.errors import EXIT_FAILURE, EXIT_NOT_JUDGED, EXIT_OK, EXIT_USAGE, AkaError, UsageError
-
-log = structlog.get_logger("aka.cli")
 
 
 def _host() -> Any:
@@ -62,6 +58,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                            attrs.fields(RunConfig).log_directory.default)
     configure_logging(json_output=args.json_logs, level=args.log_level,
                       log_file=log_dir / "aka.jsonl", force=True)
+    import structlog
+
     from aka_core.logging_setup import stderr_is_json
 
     say = structlog.get_logger("aka.run").info if stderr_is_json() else None
@@ -252,7 +250,9 @@ def _eval_through_service(args: argparse.Namespace) -> dict[str, Any] | None:
     except ValueError as exc:
         raise UsageError(f"--candidate: {exc}") from None
     try:
-        with ServiceClient(url) as client:
+        # A service that never answers is said so within seconds; one that answered and then
+        # stops (a restart) is waited for as a trainer's client would.
+        with ServiceClient(url, first_contact_s=3.0) as client:
             result = client.evaluate(task_id, files, held_out_seed=args.held_out_seed)
     except ServiceError as exc:
         raise UsageError(f"--service {target}: {exc}") from None
@@ -628,10 +628,14 @@ def _resume_hint() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from aka_core.interrupt import EXIT_SIGTERM, Interrupted, sigterm_interrupts
-    from aka_core.logging_setup import configure_logging
 
     args = build_parser().parse_args(argv)
-    configure_logging(level=args.log_level)
+    if not getattr(args, "service", None):
+        # `aka eval --service` logs nothing: a trainer's loop may run it for every sample, and
+        # structlog's import is a third of the client's start-up.
+        from aka_core.logging_setup import configure_logging
+
+        configure_logging(level=args.log_level)
     try:
         # SIGTERM, like Ctrl-C, stops what aka started (an agent CLI in its own session, a
         # judge) before aka exits, instead of ending aka alone.

@@ -9,6 +9,8 @@ Every request carries an id chosen here (or by the caller): a submission repeate
 answer or a restarted service is the same request. A full queue (429) or a stopping service
 (503) is waited out (``Retry-After``), and so is a service that does not answer yet, up to
 ``retries`` times; a request the service refuses raises ``ServiceError`` naming the field.
+``first_contact_s``: how long a client that has had no answer yet keeps trying (a command line
+asking a service that is not running should say so in seconds, not after every retry).
 """
 
 from __future__ import annotations
@@ -83,12 +85,41 @@ def _retry_after(response: Any, attempt: int) -> float:
         return min(30.0, 0.5 * 2**attempt)
 
 
-class ServiceClient:
-    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10):
-        import httpx
+class _Reconnects:
+    """When a client that could not reach the service tries again, and what it says when not."""
 
+    url: str
+    retries: int
+
+    def _init_reconnects(self, url: str, retries: int, first_contact_s: float | None) -> None:
         self.url = url.rstrip("/")
         self.retries = retries
+        self.first_contact_s = first_contact_s
+        self._answered = False
+        self._first_try: float | None = None
+
+    def _unreachable(self, exc: Exception, attempt: int) -> float:
+        """Seconds to wait before trying again, or ``ServiceError`` where no more tries are left."""
+        now = time.monotonic()
+        if self._first_try is None:
+            self._first_try = now
+        wait = min(30.0, 0.5 * 2**attempt)
+        never = not self._answered and self.first_contact_s is not None
+        if never and now + wait - self._first_try > self.first_contact_s:  # type: ignore[operator]
+            raise ServiceError(f"the service at {self.url} does not answer ({exc}; tried for "
+                               f"{now - self._first_try:.1f} s): is `aka serve` running? Start it "
+                               "with `aka serve --state DIR`, or give its URL") from None
+        if attempt == self.retries:
+            raise ServiceError(f"the service at {self.url} does not answer: {exc}") from None
+        return wait
+
+
+class ServiceClient(_Reconnects):
+    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10,
+                 first_contact_s: float | None = None):
+        import httpx
+
+        self._init_reconnects(url, retries, first_contact_s)
         self._http = httpx.Client(timeout=timeout)
 
     def close(self) -> None:
@@ -107,10 +138,9 @@ class ServiceClient:
             try:
                 response = self._http.request(method, self.url + path, **kwargs)
             except httpx.TransportError as exc:
-                if attempt == self.retries:
-                    raise ServiceError(f"the service at {self.url} does not answer: {exc}") from None
-                time.sleep(min(30.0, 0.5 * 2**attempt))
+                time.sleep(self._unreachable(exc, attempt))
                 continue
+            self._answered = True
             if response.status_code in (429, 503) and attempt < self.retries:
                 time.sleep(_retry_after(response, attempt))
                 continue
@@ -155,12 +185,12 @@ class ServiceClient:
         return self._call("GET", "/v1/health")
 
 
-class AsyncServiceClient:
-    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10):
+class AsyncServiceClient(_Reconnects):
+    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10,
+                 first_contact_s: float | None = None):
         import httpx
 
-        self.url = url.rstrip("/")
-        self.retries = retries
+        self._init_reconnects(url, retries, first_contact_s)
         self._http = httpx.AsyncClient(timeout=timeout)
 
     async def aclose(self) -> None:
@@ -179,10 +209,9 @@ class AsyncServiceClient:
             try:
                 response = await self._http.request(method, self.url + path, **kwargs)
             except httpx.TransportError as exc:
-                if attempt == self.retries:
-                    raise ServiceError(f"the service at {self.url} does not answer: {exc}") from None
-                await asyncio.sleep(min(30.0, 0.5 * 2**attempt))
+                await asyncio.sleep(self._unreachable(exc, attempt))
                 continue
+            self._answered = True
             if response.status_code in (429, 503) and attempt < self.retries:
                 await asyncio.sleep(_retry_after(response, attempt))
                 continue
