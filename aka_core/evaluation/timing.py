@@ -55,6 +55,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from aka_core.evaluation import checking, cost, protocol, stats
 from aka_core.evaluation.arena import (
     ALIGN,
@@ -107,24 +109,20 @@ class L2Reader:
 
 
 class SideSlots:
-    """One runner's arena of ``count`` input slots (+ control words) and its output views."""
+    """One runner's arena of ``count`` input slots (+ control words) and its output views.
 
-    def __init__(self, judge: Judge, side: str, layout: Mapping[str, Any], region: int, count: int,
-                 out_bytes: int):
-        self.judge, self.side, self.count = judge, side, count
-        self.region = region
-        size = CTRL_BYTES + region * count
-        # The baseline copies the outputs of its audited calls (at most AUDITS_PER_BLOCK) here.
-        self.out_start, self.out_each = size, out_bytes if side == "baseline" else 0
-        total = size + AUDITS_PER_BLOCK * self.out_each
-        slots = [shifted(layout, CTRL_BYTES + j * region) for j in range(count)]
-        out = [size, total - size] if self.out_each else None
-        reply = judge._request(side, "setup", "timing", nbytes=total, slots=slots, out=out)
-        self.arena = map_runner_arena(judge, side, reply, total)
-        self.inputs_bytes = self.arena.bytes[CTRL_BYTES: size]
-        self.reader = OutputReader(side)
+    Made in two steps, so that both runners allocate at once (``open_slots``): ``setup`` is sent
+    by ``SlotPlan.send``, and the slots are made from the runner's answer."""
+
+    def __init__(self, judge: Judge, plan: SlotPlan, reply: Mapping[str, Any]):
+        self.judge, self.side, self.count = judge, plan.side, plan.count
+        self.region = plan.region
+        self.out_start, self.out_each = plan.size, plan.out_each
+        self.arena = map_runner_arena(judge, plan.side, reply, plan.total)
+        self.inputs_bytes = self.arena.bytes[CTRL_BYTES: plan.size]
+        self.reader = OutputReader(plan.side)
         if self.out_each:
-            self.reader.region = (self.arena.bytes, size, total)
+            self.reader.region = (self.arena.bytes, plan.size, plan.total)
         self.graph = False
         self.outputs: list[list[Any]] | None = None
         self.counter = 0
@@ -152,15 +150,80 @@ class SideSlots:
         except protocol.ProtocolError as exc:
             raise _violation(self.side, str(exc)) from None
 
-    def close(self) -> None:
-        # The judge lets go of the runner's memory before the runner frees it.
+    def unmap(self) -> None:
+        """The judge lets go of the runner's memory (before the runner frees it: ``release``)."""
         self.outputs = None
         self.inputs_bytes = None
         self.reader.close()
         self.arena.close()
+
+
+@attrs.frozen
+class SlotPlan:
+    """What ``setup`` asks one runner for: ``count`` input slots of ``region`` bytes after the
+    control words, and (the baseline's) room for the copies of its audited calls' outputs."""
+
+    side: str
+    layout: Mapping[str, Any]
+    region: int
+    count: int
+    out_bytes: int
+
+    @property
+    def size(self) -> int:
+        return CTRL_BYTES + self.region * self.count
+
+    @property
+    def out_each(self) -> int:
+        # The baseline copies the outputs of its audited calls (at most AUDITS_PER_BLOCK) here.
+        return self.out_bytes if self.side == "baseline" else 0
+
+    @property
+    def total(self) -> int:
+        return self.size + AUDITS_PER_BLOCK * self.out_each
+
+    def send(self, judge: Judge) -> None:
+        slots = [shifted(self.layout, CTRL_BYTES + j * self.region) for j in range(self.count)]
+        out = [self.size, self.total - self.size] if self.out_each else None
+        judge._send(self.side, "setup", "timing", nbytes=self.total, slots=slots, out=out)
+
+
+def open_slots(judge: Judge, plans: list[SlotPlan]) -> dict[str, SideSlots]:
+    """Each plan's slots, its runner's ``setup`` sent to every side before any answer is read
+    (the runners allocate and export at once; the answers are read in the plans' order, the
+    baseline's first). On a failure, the slots already mapped are let go of."""
+    for plan in plans:
+        plan.send(judge)
+    opened: dict[str, SideSlots] = {}
+    try:
+        for plan in plans:
+            reply = judge._answer(plan.side, "setup", "timing")
+            opened[plan.side] = SideSlots(judge, plan, reply)
+    except BaseException:
+        for slots in opened.values():
+            slots.unmap()
+        raise
+    return opened
+
+
+def release_slots(judge: Judge, slots: Mapping[str, SideSlots]) -> None:
+    """Every side's slots let go of by the judge, then freed by their runners (``release`` sent
+    to each live runner before any answer is read). A runner that cannot answer is left to the
+    judge's close: its side's failure, if any, is read where the side is next asked something."""
+    for each in slots.values():
+        each.unmap()
+    sent = []
+    for side in slots:
+        if judge.runners[side].dead:
+            continue
         try:
-            if not self.judge.runners[self.side].dead:
-                self.judge._request(self.side, "release", "timing")
+            judge._send(side, "release", "timing")
+            sent.append(side)
+        except JudgeFailure:
+            pass
+    for side in sent:
+        try:
+            judge._answer(side, "release", "timing")
         except JudgeFailure:
             pass
 
@@ -226,9 +289,9 @@ class CaseTimer:
         self.count = count
         self.counts = {"candidate": count, "baseline": min(count, baseline or count)}
         self.make_stage()
-        for side in ("baseline", "candidate"):
-            self.slots[side] = SideSlots(self.judge, side, self.layout, self.region,
-                                         self.counts[side], self.out_aligned)
+        self.slots = open_slots(self.judge, [
+            SlotPlan(side, self.layout, self.region, self.counts[side], self.out_aligned)
+            for side in ("baseline", "candidate")])
 
     def make_stage(self) -> None:
         """The judge's private copy of a block's inputs, laid out like a runner's slots."""
@@ -239,9 +302,9 @@ class CaseTimer:
                             for j in range(self.count)]
 
     def release(self) -> None:
-        for slots in self.slots.values():
-            slots.close()
-        self.slots = {}
+        slots, self.slots = self.slots, {}
+        if slots:
+            release_slots(self.judge, slots)
         self.stage = None
         self.stage_views = []
 
@@ -716,8 +779,8 @@ class CaseTimer:
     # ------------------------------------------------------------------ the clean phase
     def clean(self) -> dict[str, Any]:
         """The baseline alone (the candidate's process is gone): its time and ``o``."""
-        self.slots["baseline"] = SideSlots(self.judge, "baseline", self.layout, self.region,
-                                           self.counts["baseline"], self.out_aligned)
+        self.slots = open_slots(self.judge, [SlotPlan("baseline", self.layout, self.region,
+                                                      self.counts["baseline"], self.out_aligned)])
         self.count = self.counts["baseline"]  # the stage: the baseline's calls only
         self.make_stage()
         # One set of fresh inputs for every clean block: the baseline is trusted code (it keeps
@@ -732,9 +795,7 @@ class CaseTimer:
             touches.append(self.block("baseline", None, touch=True))
             windows.append(self.block("baseline", inputs, audit=block == 0))
         touches.append(self.block("baseline", None, touch=True))
-        self.slots["baseline"].close()
-        self.slots = {}
-        self.stage = None
+        self.release()
         return {"windows_ms": windows, "touch_windows_ms": touches}
 
 

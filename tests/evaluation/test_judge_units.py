@@ -579,11 +579,12 @@ def test_the_clean_phase_makes_one_set_of_fresh_inputs_for_all_its_blocks(
             self.requests.append(op)
             return {}
 
-    class Slots:
-        def close(self) -> None:
-            pass
-
-    monkeypatch.setattr(timing, "SideSlots", lambda *args: Slots())
+    opened: list[list[str]] = []
+    released: list[list[str]] = []
+    monkeypatch.setattr(timing, "open_slots", lambda judge, plans: opened.append(
+        [p.side for p in plans]) or {p.side: object() for p in plans})
+    monkeypatch.setattr(timing, "release_slots",
+                        lambda judge, slots: released.append(list(slots)))
     timer = object.__new__(timing.CaseTimer)
     timer.judge, timer.layout, timer.region, timer.count, timer.out_aligned = Judge(), {}, 64, 9, 0
     timer.counts = {"baseline": 4, "candidate": 9}  # the stage shrinks to the baseline's calls
@@ -609,6 +610,7 @@ def test_the_clean_phase_makes_one_set_of_fresh_inputs_for_all_its_blocks(
     assert clean["windows_ms"] == [2.3] * timing.CLEAN_BLOCKS
     assert len(clean["touch_windows_ms"]) == timing.CLEAN_BLOCKS + 1
     assert timer.count == 4
+    assert opened == [["baseline"]] and released == [["baseline"]] and timer.slots == {}
 
 
 def test_each_side_is_timed_on_blocks_of_its_own_work() -> None:
