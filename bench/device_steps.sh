@@ -51,9 +51,11 @@
 #                                    # the GPU, then the service with the last scheduler (issue 13)
 #   bash bench/device_steps.sh 28    # the service with exact-rank CIs checked after every pair,
 #                                    # then A/A and 2x work on eight tasks (issues 13 and 12)
-#   bash bench/device_steps.sh 29    # A/A and 2x work with the exact-rank stop rule, the service
-#                                    # with the lock let go before the baseline's teardown, the
-#                                    # smoke shapes' 2x (issues 12 and 13)
+#   bash bench/device_steps.sh 29    # the judge profiled, the service with the lock let go before
+#                                    # the baseline's teardown and both sides' slots set up at
+#                                    # once, the exploits that leave work behind (issue 13)
+#   bash bench/device_steps.sh 30    # A/A and 2x work with the exact-rank stop rule, the smoke
+#                                    # shapes' A/A and 2x (issue 12)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -361,27 +363,31 @@ PY
       --jobs 3 --deadline-s $((AA_END_S - SECONDS)) 2>&1 | tail -14
     ;;
   29)
-    # What 12-04b left: A/A and 2x work with the exact-rank stop rule (step 28's ran the judge
-    # before it), then the service with the GPU lock let go before the baseline's teardown after
-    # a normal timing (the rate's last 0.27 s per evaluation), then the smoke shapes' 2x (issue 12).
-    P="triton2triton/gelu triton2triton/softmax triton2triton/embedding_gather cuda2cuda/transpose
-       torch2triton/cross_entropy triton2triton/causal_attention torch2cuda/silu_and_mul
-       triton2triton/layer_norm"
-    python3 bench/gpu_bench.py --out "$out/aa" --sections aa,double --aa-repeats 1 --tasks $P \
-      --jobs 3 --deadline-s 170 2>&1 | tail -14
-    # Where the correctness phase's and the timing phase's seconds go now (12-03f's profile was
-    # before the quick pass and the exact-rank stop rule).
+    # Issue 13 on the judge since 12-04b, unmeasured: the GPU lock let go before the baseline's
+    # teardown after a normal timing, both runners allocating a case's slots at once. First
+    # where the correctness and timing phases' seconds go (12-03f's profile was before the quick
+    # pass and the exact-rank stop rule), then the service, then the exploits that leave GPU work
+    # or processes behind (what the early release could expose).
     python3 bench/judge_profile.py --out "$out/profile" --top 45 triton2triton/softmax \
       triton2triton/gelu cuda2cuda/transpose torch2triton/gemm_bias_gelu >/dev/null 2>&1
     AKA_KERNEL_CACHE=/tmp/kernel-store-29 python3 bench/service_bench.py --out "$out/service" \
       --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --single 4 --single-gap 6 \
       --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
-    # The exploits that leave GPU work or processes behind, against the early lock release.
-    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 90 \
-      --exploits gpu_hog_daemon daemon_survives leave_processes background_thread 2>&1 | tail -10
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 120 \
+      --exploits gpu_hog_daemon daemon_survives leave_processes background_thread \
+      grab_gpu_memory 2>&1 | tail -10
+    ;;
+  30)
+    # Issue 12 with the exact-rank stop rule: A/A and 2x work on eight tasks (12-04b's ran the
+    # judge before it), then the smoke shapes' A/A and 2x (graph-timed, within 1% not yet on all).
+    P="triton2triton/gelu triton2triton/softmax triton2triton/embedding_gather cuda2cuda/transpose
+       torch2triton/cross_entropy triton2triton/causal_attention torch2cuda/silu_and_mul
+       triton2triton/layer_norm"
+    python3 bench/gpu_bench.py --out "$out/aa" --sections aa,double --aa-repeats 1 --tasks $P \
+      --jobs 3 --deadline-s 240 2>&1 | tail -14
     python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $SMOKE_TASKS \
       --jobs 3 --deadline-s $((560 - SECONDS)) 2>&1 | tail -18
     ;;
-  *) echo "step 1 to 29" >&2; exit 2 ;;
+  *) echo "step 1 to 30" >&2; exit 2 ;;
 esac
