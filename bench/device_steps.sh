@@ -364,10 +364,12 @@ PY
     ;;
   29)
     # Issue 13 on the judge since 12-04b, unmeasured: the GPU lock let go before the baseline's
-    # teardown after a normal timing, both runners allocating a case's slots at once. First
+    # teardown after a normal timing, both runners allocating a case's slots at once, the
+    # correctness checks' quick pass as one kernel (its speed against PyTorch's first). Then
     # where the correctness and timing phases' seconds go (12-03f's profile was before the quick
     # pass and the exact-rank stop rule), then the service, then the exploits that leave GPU work
     # or processes behind (what the early release could expose).
+    python3 bench/compare_speed.py --elements 134217728 --repeats 5
     python3 bench/judge_profile.py --out "$out/profile" --top 45 triton2triton/softmax \
       triton2triton/gelu cuda2cuda/transpose torch2triton/gemm_bias_gelu >/dev/null 2>&1
     AKA_KERNEL_CACHE=/tmp/kernel-store-29 python3 bench/service_bench.py --out "$out/service" \

@@ -112,6 +112,9 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                                          for k in ("flush", "gpu_lock_wait_s", "gpu_state")},
                         "runner_ops": ((evaluation.get("diagnostics") or {}).get("runner_ops")
                                        or {}),
+                        # The correctness checks' quick passes: one kernel, or PyTorch's.
+                        "quick_compare": (evaluation.get("diagnostics") or {}).get(
+                            "quick_compare"),
                         # Each side's build before the GPU lock, and the pairs each case took.
                         "prebuild": evaluation.get("prebuild"),
                         "pairs": [c.get("pairs") for c in (evaluation.get("performance") or {})
@@ -299,6 +302,12 @@ def main() -> int:
         lines.append("mean round-trip seconds per evaluation, by runner operation: " + ", ".join(
             f"{k} {statistics.mean(v):.3f}" for k, v in sorted(
                 ops.items(), key=lambda kv: -statistics.mean(kv[1]))[:14]))
+    quick = [r["quick_compare"] for r in results if r.get("quick_compare")]
+    if quick:  # which quick passes ran as one kernel, and why the kernel failed where it did
+        errors = sorted({q["fused_error"] for q in quick if q.get("fused_error")})
+        lines.append(f"correctness's quick passes: {sum(q.get('fused', 0) for q in quick)} as one "
+                     f"kernel, {sum(q.get('pytorch', 0) for q in quick)} with PyTorch"
+                     + (f"; the kernel failed: {errors[0]}" if errors else ""))
     builds: dict[str, list[float]] = {}
     for r in results:
         for side, entry in (r.get("prebuild") or {}).items():

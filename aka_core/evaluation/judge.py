@@ -1022,6 +1022,9 @@ def main(argv: list[str] | None = None) -> int:
         if profile.device == "cuda" and torch.cuda.is_available():
             torch.cuda.init()
             torch.cuda.mem_get_info()  # the context itself (init alone leaves it to a first call)
+            from aka_core.evaluation import fused_compare
+
+            fused_compare.warm()  # compiled now, not under the GPU lock
     request = EvaluationRequest.from_json(json.loads(sys.stdin.read()))
     sys.stdin.close()
     judge = Judge(request, channel, warm)
@@ -1056,6 +1059,9 @@ def main(argv: list[str] | None = None) -> int:
         side: {op: {k: round(v, 4) if isinstance(v, float) else v for k, v in entry.items()}
                for op, entry in runner.op_stats.items()}
         for side, runner in judge.runners.items()}}
+    from aka_core.evaluation import fused_compare
+
+    result["diagnostics"]["quick_compare"] = fused_compare.summary()
     if "failure" in result:
         result["failure"].setdefault("retryable", result["failure"]["kind"] == INFRA)
         for side, runner in judge.runners.items():

@@ -485,6 +485,9 @@ class RunnerOpStats(OpenRecord):
 class Diagnostics(OpenRecord):
     runner_ops: dict[str, dict[str, RunnerOpStats]] | None = None
     """Per side, per request kind (``init``, ``load``, ``call`` ...)."""
+    quick_compare: dict[str, Any] | None = None
+    """How many of the judge's quick comparisons ran as one GPU kernel (``fused``) or as PyTorch
+    operators (``pytorch``), and why the kernel failed where it did (``fused_error``)."""
 
 
 # --------------------------------------------------------------------------- a harness's section
