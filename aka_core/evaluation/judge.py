@@ -652,6 +652,7 @@ class Judge:
                                          "held_out": held_out}
                 if held_out and case in self.held_out_cases:
                     entry["params"] = dict(case.params)
+                baseline_rounding: float | None = None  # the same for every run of the case
                 for run_index, out in enumerate(outs["candidate"]):
                     mismatch = checking.structure_mismatch(out, base)
                     if mismatch:
@@ -668,7 +669,8 @@ class Judge:
                                 "(unwritten outputs, a race or state kept between calls)")
                         raise JudgeFailure(FailureKind.CORRECTNESS, f"output {what} on case {case.name}: "
                                            f"{cmp['reason']}", case=case.name)
-                    self.check_precision(out, ref, base, case.name, entry)
+                    baseline_rounding = self.check_precision(out, ref, base, case.name, entry,
+                                                             baseline_rounding)
                 ops_seen |= set(outs.get("ops", ()))
                 entry["baseline_rel_l2"] = base_vs_ref.get("rel_l2")
                 entry["passed"] = True
@@ -691,21 +693,25 @@ class Judge:
         self.result["correctness"]["passed"] = True
 
     def check_precision(self, out: list[Any], ref: list[Any], base: list[Any], case: str,
-                        entry: dict[str, Any]) -> None:
+                        entry: dict[str, Any], baseline: float | None = None) -> float | None:
         """The precision rule: no more disagreement with the float32 reference, once rounded to
         the output dtype, than the task's float32 baseline has (on the same platform: Triton's CPU
-        interpreter truncates where GPUs round), plus ``max_rounding_mismatch``."""
+        interpreter truncates where GPUs round), plus ``max_rounding_mismatch``. Returns the
+        baseline's disagreement (``baseline``: already measured on these outputs)."""
         rules = self.req.rules
         if rules.compute_precision != "float32":
-            return
+            return None
+        if baseline is None:
+            baseline = checking.rounding_mismatch(base, ref)
         fraction = checking.rounding_mismatch(out, ref)
-        allowed = checking.rounding_mismatch(base, ref) + rules.max_rounding_mismatch
+        allowed = baseline + rules.max_rounding_mismatch
         entry["rounding_mismatch"] = {"candidate": fraction, "allowed": allowed}
         if fraction > allowed:
             raise JudgeFailure(FailureKind.PRECISION, f"{fraction:.1%} of the output elements "
                                "differ from the float32 reference rounded to the output dtype "
                                f"(the baseline's float32 arithmetic allows {allowed:.1%}): the "
                                f"task requires float32 arithmetic (case {case})", case=case)
+        return baseline
 
     def call_both(self, inputs: Mapping[str, Any], ref: list[Any], *, repeats: int,
                   profile: bool, case_name: str) -> dict[str, Any]:
