@@ -61,14 +61,15 @@
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
 # 19, 21, 22 and 23 on 2026-12-03 (bench/results/h200-2026-12-03d/); 24, 25 and 26 on 2026-12-03
 # (bench/results/h200-2026-12-03e, -03f, -03g); 27 and 28 on 2026-12-04 (bench/results/h200-2026-12-04, -04b).
-# Next: step 29 (build .whl first: bench/build_device_wheels.sh; device_setup.sh checks it).
+# Next: step 29, then 30 (build .whl first: bench/build_device_wheels.sh; device_setup.sh checks it).
+# Step 29 was tried on 2026-12-04 and came back with nothing (the machine stopped answering).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 29}"
+step="${1:?step 1 to 30}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
