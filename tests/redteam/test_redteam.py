@@ -45,7 +45,7 @@ def test_the_suite_is_large_and_covers_every_class() -> None:
     assert {"forged_result_channel", "patched_judge", "persistent_poisoning", "reads_secrets",
             "escape_confinement", "task_rules", "deadlines", "knows_checked_calls",
             "work_escapes_window", "slows_baseline", "returns_cached_answer",
-            "output_contract"} <= classes
+            "output_contract", "fools_the_comparison"} <= classes
 
 
 @pytest.mark.parametrize("exploit", CPU_EXPLOITS, ids=[e.name for e in CPU_EXPLOITS])
