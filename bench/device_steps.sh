@@ -369,7 +369,8 @@ PY
     # correctness checks' quick pass as one kernel (its speed against PyTorch's first). Then
     # where the correctness and timing phases' seconds go (12-03f's profile was before the quick
     # pass and the exact-rank stop rule), then the service, then the exploits that leave GPU work
-    # or processes behind (what the early release could expose).
+    # or processes behind (what the early release could expose) and the two against the
+    # comparison (the kernel's first red team).
     python3 bench/compare_speed.py --elements 134217728 --repeats 5
     python3 bench/judge_profile.py --out "$out/profile" --top 45 triton2triton/softmax \
       triton2triton/gelu cuda2cuda/transpose torch2triton/gemm_bias_gelu >/dev/null 2>&1
@@ -379,7 +380,7 @@ PY
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 120 \
       --exploits gpu_hog_daemon daemon_survives leave_processes background_thread \
-      grab_gpu_memory 2>&1 | tail -10
+      grab_gpu_memory wrong_in_the_last_element inf_for_a_finite_value 2>&1 | tail -12
     ;;
   30)
     # Issue 12 with the exact-rank stop rule: A/A and 2x work on eight tasks (12-04b's ran the
