@@ -482,12 +482,20 @@ class RunnerOpStats(OpenRecord):
 
 
 @attrs.frozen(kw_only=True)
+class QuickCompares(OpenRecord):
+    """The judge's quick comparisons: how many ran as one GPU kernel or as PyTorch operators,
+    and why the kernel failed where it did."""
+
+    fused: int = 0
+    pytorch: int = 0
+    fused_error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class Diagnostics(OpenRecord):
     runner_ops: dict[str, dict[str, RunnerOpStats]] | None = None
     """Per side, per request kind (``init``, ``load``, ``call`` ...)."""
-    quick_compare: dict[str, Any] | None = None
-    """How many of the judge's quick comparisons ran as one GPU kernel (``fused``) or as PyTorch
-    operators (``pytorch``), and why the kernel failed where it did (``fused_error``)."""
+    quick_compare: QuickCompares | None = None
 
 
 # --------------------------------------------------------------------------- a harness's section
