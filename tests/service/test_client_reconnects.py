@@ -72,7 +72,6 @@ def test_a_service_that_answered_before_is_waited_for_past_first_contact_s() -> 
 
         def restart() -> None:
             time.sleep(1.2)
-            HTTPServer.allow_reuse_address = True
             second = HTTPServer(("127.0.0.1", port), Health)
             threading.Thread(target=second.serve_forever, daemon=True).start()
 
