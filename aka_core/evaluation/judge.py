@@ -131,6 +131,12 @@ class Judge:
         self.start_runners()
         self.load_task_side()
         builders = self.start_builders()
+        if self.device == "cuda" and self.warm is None:
+            # While the runners start: the comparison's kernel compiled or found in Triton's
+            # cache, not under the GPU lock (a judge started ahead did this before its request).
+            from aka_core.evaluation import fused_compare
+
+            fused_compare.warm()
         self.await_confinement()
         self.finish_builders(builders)
         self.await_ready()
