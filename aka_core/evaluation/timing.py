@@ -208,8 +208,8 @@ def open_slots(judge: Judge, plans: list[SlotPlan]) -> dict[str, SideSlots]:
 
 def release_slots(judge: Judge, slots: Mapping[str, SideSlots]) -> None:
     """Every side's slots let go of by the judge, then freed by their runners (``release`` sent
-    to each live runner before any answer is read). A runner that cannot answer is left to the
-    judge's close: its side's failure, if any, is read where the side is next asked something."""
+    to each live runner before any answer is read). A release that fails is not the case's
+    failure: a runner that is gone or broken fails where it is next asked something."""
     for each in slots.values():
         each.unmap()
     sent = []
