@@ -174,3 +174,12 @@ def test_a_tolerance_without_an_absolute_part_is_left_to_pytorch(monkeypatch: py
     assert asked == []
     assert checking.quick_pass(x, x, Tolerance(rtol=1e-3, atol=1e-5)) is not None
     assert asked == [1e-5]  # asked, answered None: PyTorch's pass decided
+
+
+def test_the_switch_reaches_the_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``AKA_FUSED_COMPARE=0`` set where aka runs (an `aka serve`, an `aka run`) must reach the
+    judge's process, whose environment is filtered."""
+    from aka_core.evaluation import evaluate, fused_compare
+
+    monkeypatch.setenv(fused_compare.DISABLE_ENV, "0")
+    assert evaluate.worker_base_environment()[fused_compare.DISABLE_ENV] == "0"
