@@ -183,3 +183,33 @@ def test_the_switch_reaches_the_judge(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv(fused_compare.DISABLE_ENV, "0")
     assert evaluate.worker_base_environment()[fused_compare.DISABLE_ENV] == "0"
+
+
+def test_warm_compiles_each_usual_pair_once_and_never_raises(monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    import torch
+
+    from aka_core.evaluation import fused_compare
+
+    compiled: list[tuple[object, object]] = []
+
+    class Kernel:
+        def warmup(self, out_dtype: object, ref_dtype: object, *args: object, **kwargs: object
+                   ) -> None:
+            assert kwargs["grid"] == (1,) and kwargs["BLOCK"] == fused_compare.BLOCK
+            compiled.append((out_dtype, ref_dtype))
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(fused_compare, "_kernel", lambda: Kernel())
+    monkeypatch.setattr(fused_compare, "error", [])
+    fused_compare.warm()
+    assert len(compiled) == len(set(compiled)) == 5
+    assert (torch.bfloat16, torch.float32) in compiled and (torch.float32, torch.float32) in compiled
+
+    class Broken:
+        def warmup(self, *args: object, **kwargs: object) -> None:
+            raise RuntimeError("no ptxas")
+
+    monkeypatch.setattr(fused_compare, "_kernel", lambda: Broken())
+    fused_compare.warm()  # a judge must start whatever Triton does
+    assert fused_compare.error and "no ptxas" in fused_compare.error[0]
