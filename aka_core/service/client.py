@@ -104,8 +104,8 @@ class _Reconnects:
         if self._first_try is None:
             self._first_try = now
         wait = min(30.0, 0.5 * 2**attempt)
-        never = not self._answered and self.first_contact_s is not None
-        if never and now + wait - self._first_try > self.first_contact_s:  # type: ignore[operator]
+        limit = self.first_contact_s
+        if not self._answered and limit is not None and now + wait - self._first_try > limit:
             raise ServiceError(f"the service at {self.url} does not answer ({exc}; tried for "
                                f"{now - self._first_try:.1f} s): is `aka serve` running? Start it "
                                "with `aka serve --state DIR`, or give its URL") from None
