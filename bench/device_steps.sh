@@ -61,6 +61,9 @@
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
 # 19, 21, 22 and 23 on 2026-12-03 (bench/results/h200-2026-12-03d/); 24, 25 and 26 on 2026-12-03
 # (bench/results/h200-2026-12-03e, -03f, -03g); 27 and 28 on 2026-12-04 (bench/results/h200-2026-12-04, -04b).
+# Run each as one device call through bench/device_call.sh (a time limit of its own, then one
+# packed file under $OUT, so a call cut at its limit still brings its results back):
+#   bash bench/device_call.sh 29
 # Next (build .whl first: bench/build_device_wheels.sh; device_setup.sh checks it): step 29, then
 # the whole GPU red team (steps 1 and 2: the judge changed since it last ran: the lock let go early,
 # the comparison as one kernel, the warm-up blocks unaudited), then 30.
