@@ -112,10 +112,11 @@ def figures(out: Any, ref: Any, atol: float, rtol: float, slack: float) -> list[
         return None
 
 
+@functools.cache
 def warm() -> None:
     """Compile (or load from Triton's cache) the kernel for the usual pairs of dtypes, launching
-    nothing: a judge started ahead does this before its request, while another evaluation may be
-    timing, so that an evaluation does not pay the compile under the GPU lock."""
+    nothing, once per process: a judge started ahead does this before its request, any other
+    while its runners start, so that an evaluation does not pay the compile under the GPU lock."""
     import torch
 
     if os.environ.get(DISABLE_ENV) == "0" or not torch.cuda.is_available():

@@ -134,9 +134,9 @@ class Judge:
         self.start_runners()
         self.load_task_side()
         builders = self.start_builders()
-        if self.device == "cuda" and self.warm is None:
+        if self.device == "cuda":
             # While the runners start: the comparison's kernel compiled or found in Triton's
-            # cache, not under the GPU lock (a judge started ahead did this before its request).
+            # cache, not under the GPU lock (once: a judge started ahead did it already).
             from aka_core.evaluation import fused_compare
 
             fused_compare.warm()

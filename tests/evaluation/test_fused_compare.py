@@ -202,6 +202,7 @@ def test_warm_compiles_each_usual_pair_once_and_never_raises(monkeypatch: pytest
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(fused_compare, "_kernel", lambda: Kernel())
     monkeypatch.setattr(fused_compare, "error", [])
+    fused_compare.warm.cache_clear()
     fused_compare.warm()
     assert len(compiled) == len(set(compiled)) == 5
     assert (torch.bfloat16, torch.float32) in compiled and (torch.float32, torch.float32) in compiled
@@ -211,5 +212,6 @@ def test_warm_compiles_each_usual_pair_once_and_never_raises(monkeypatch: pytest
             raise RuntimeError("no ptxas")
 
     monkeypatch.setattr(fused_compare, "_kernel", lambda: Broken())
+    fused_compare.warm.cache_clear()
     fused_compare.warm()  # a judge must start whatever Triton does
     assert fused_compare.error and "no ptxas" in fused_compare.error[0]
