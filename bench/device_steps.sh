@@ -56,6 +56,8 @@
 #                                    # once, the exploits that leave work behind (issue 13)
 #   bash bench/device_steps.sh 30    # A/A and 2x work with the exact-rank stop rule, the smoke
 #                                    # shapes' A/A and 2x (issue 12)
+#   bash bench/device_steps.sh 31    # the whole GPU red team in one call (steps 1 and 2 together:
+#                                    # 55 exploits took 365 s of evaluation on 2026-12-02)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -74,7 +76,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 30}"
+step="${1:?step 1 to 31}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -398,5 +400,12 @@ PY
     python3 bench/gpu_bench.py --out "$out/graph2x" --sections graph2x --tasks $SMOKE_TASKS \
       --jobs 3 --deadline-s $((560 - SECONDS)) 2>&1 | tail -18
     ;;
-  *) echo "step 1 to 30" >&2; exit 2 ;;
+  31)
+    # Every GPU exploit on the judge as it is now (the lock let go before the baseline's
+    # teardown, the comparison as one kernel, the warm-up blocks unaudited), then the stored
+    # solutions of the exploited tasks, which must still be accepted at their usual speedups.
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
+      --deadline-s "${REDTEAM_DEADLINE_S:-440}" 2>&1 | tail -80
+    ;;
+  *) echo "step 1 to 31" >&2; exit 2 ;;
 esac
