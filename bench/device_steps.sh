@@ -58,6 +58,7 @@
 #                                    # shapes' A/A and 2x (issue 12)
 #   bash bench/device_steps.sh 31    # the whole GPU red team in one call (steps 1 and 2 together:
 #                                    # 55 exploits took 365 s of evaluation on 2026-12-02)
+#   bash bench/device_steps.sh 32    # the 28 exploits step 31 did not reach on 2026-12-06 (H100)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -66,17 +67,18 @@
 # Run each as one device call through bench/device_call.sh (a time limit of its own, then one
 # packed file under $OUT, so a call cut at its limit still brings its results back):
 #   bash bench/device_call.sh 29
-# Next (build .whl first: bench/build_device_wheels.sh; device_setup.sh checks it): step 29, then
-# the whole GPU red team (steps 1 and 2: the judge changed since it last ran: the lock let go early,
-# the comparison as one kernel, the warm-up blocks unaudited), then 30.
-# Step 29 was tried on 2026-12-04 and came back with nothing (the machine stopped answering).
+# Next (build .whl first: bench/build_device_wheels.sh; device_setup.sh checks it): step 32 (the
+# red team's 28 exploits step 31 did not reach: 35 ran on an H100 on 2026-12-06, all caught), then
+# step 29 on an H200 (issue 13's numbers are H200 numbers), then 30.
+# Step 29 was tried on 2026-12-04 and came back with nothing (the machine stopped answering), and
+# on 2026-12-06 no H200 could be started.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 31}"
+step="${1:?step 1 to 32}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -404,8 +406,24 @@ PY
     # Every GPU exploit on the judge as it is now (the lock let go before the baseline's
     # teardown, the comparison as one kernel, the warm-up blocks unaudited), then the stored
     # solutions of the exploited tasks, which must still be accepted at their usual speedups.
+    # No tail: its progress lines reach the call's log as they come (a call cut at its limit
+    # kept nothing of a pipe into tail on 2026-12-06).
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
-      --deadline-s "${REDTEAM_DEADLINE_S:-440}" 2>&1 | tail -80
+      --deadline-s "${REDTEAM_DEADLINE_S:-440}" 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 31" >&2; exit 2 ;;
+  32)
+    # What step 31 did not reach on an H100 on 2026-12-06 (bench/results/h100-2026-12-06/): the
+    # GPU-only ones first (the comparison's kernel, output contracts, waits in every call).
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
+      --deadline-s "${REDTEAM_DEADLINE_S:-440}" --exploits wrong_in_the_last_element \
+      wait_for_the_gpu_in_every_call transpose_returns_a_view strided_output unexportable_outputs \
+      too_many_outputs transpose_by_torch_copy visible_shapes_only network_exfiltration \
+      patch_checks_in_process patch_runner_reply plant_a_slow_baseline_build \
+      poison_installed_checking poison_other_scratch poison_pth_hook poison_task_and_solutions \
+      ptrace_everyone read_stored_solution segfault shell_escape signal_the_judge \
+      steal_environment torch_compute_hidden_in_helper torch_gelu_in_triton_task \
+      torch_gelu_obfuscated torch_math_methods torch_ops_namespace user_namespace_escape 2>&1 \
+      | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  *) echo "step 1 to 32" >&2; exit 2 ;;
 esac
