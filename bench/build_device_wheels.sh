@@ -2,6 +2,8 @@
 # Build aka-core and every plugin as wheels into .whl/ (with the dependency wheels a GPU machine
 # without internet lacks), so that one command there installs everything:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+# OLD=COMMIT also builds that commit's aka wheels into .whl-old/ (an earlier engine to measure
+# against on the same machine: bench/device_setup.sh installs it under /opt/aka-old).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl
@@ -14,4 +16,13 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   referencing==0.37.0 rpds-py==2026.9.1 structlog==26.1.0 attrs==26.1.0 typing_extensions \
   starlette uvicorn httpx anyio h11 httpcore sniffio idna certifi click
 bash bench/source_digest.sh > .whl/SOURCE  # device_setup.sh refuses wheels older than the tree
+if [ -n "${OLD:-}" ]; then
+  old=$(mktemp -d /tmp/aka-old-XXXX)
+  git worktree add -q --detach "$old" "$OLD"
+  rm -rf .whl-old && mkdir -p .whl-old
+  python3 -m pip wheel -q --no-deps -w .whl-old "$old" "$old"/plugins/aka-*/
+  git worktree remove --force "$old"
+  echo "$OLD" > .whl-old/COMMIT
+  ls .whl-old
+fi
 ls .whl

@@ -59,6 +59,9 @@
 #   bash bench/device_steps.sh 31    # the whole GPU red team in one call (steps 1 and 2 together:
 #                                    # 55 exploits took 365 s of evaluation on 2026-12-02)
 #   bash bench/device_steps.sh 32    # the 28 exploits step 31 did not reach on 2026-12-06 (H100)
+#   bash bench/device_steps.sh 33    # issue 13 as an A/B on whatever GPU comes: the service on the
+#                                    # engine of 12-04b's last run (798cb76, .whl-old: OLD=798cb76
+#                                    # bash bench/build_device_wheels.sh) and on this tree
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -67,9 +70,10 @@
 # Run each as one device call through bench/device_call.sh (a time limit of its own, then one
 # packed file under $OUT, so a call cut at its limit still brings its results back):
 #   bash bench/device_call.sh 29
-# Next (build .whl first: bench/build_device_wheels.sh; device_setup.sh checks it): step 32 (the
-# red team's 28 exploits step 31 did not reach: 35 ran on an H100 on 2026-12-06, all caught), then
-# step 29 on an H200 (issue 13's numbers are H200 numbers), then 30.
+# Next (build .whl first: OLD=798cb76 bash bench/build_device_wheels.sh; device_setup.sh checks
+# it; carry .whl and .whl-old): step 32 (the red team's 28 exploits step 31 did not reach: 35 ran
+# on an H100 on 2026-12-06, all caught), then 33 (issue 13's unmeasured changes as an A/B, on any
+# GPU), then 29 on an H200 (issue 13's targets are H200 numbers), then 30.
 # Step 29 was tried on 2026-12-04 and came back with nothing (the machine stopped answering), and
 # on 2026-12-06 no H200 could be started.
 # Results go under $OUT/step<N>/.
@@ -78,7 +82,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 32}"
+step="${1:?step 1 to 33}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -425,5 +429,22 @@ PY
       torch_gelu_obfuscated torch_math_methods torch_ops_namespace user_namespace_escape 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 32" >&2; exit 2 ;;
+  33)
+    # What the changes since 12-04b's last service run (798cb76) did to the rate and to single
+    # requests, measured side by side on one machine, so that an H100 can answer it too (issue
+    # 13's targets are H200 numbers; a difference between engines on one machine is not). Each
+    # engine from an empty kernel store, the same tasks, the new engine first.
+    if [ ! -d /opt/aka-old ]; then
+      echo "step 33 needs .whl-old: OLD=798cb76 bash bench/build_device_wheels.sh" >&2; exit 2
+    fi
+    for engine in new old; do
+      site=/opt/aka-site; [ "$engine" = old ] && site=/opt/aka-old
+      echo "== engine $engine ($site)"
+      AKA_KERNEL_CACHE="/tmp/kernel-store-33-$engine" PYTHONPATH="$site" python3 \
+        bench/service_bench.py --out "$out/service-$engine" --repeats 2 --in-flight 64 \
+        --per-gpu 4 --warm 0 --single 3 --single-gap 6 --deadline-s "${SERVICE_DEADLINE_S:-110}" \
+        --tasks $SERVICE_TASKS 2>&1 | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,12p
+    done
+    ;;
+  *) echo "step 1 to 33" >&2; exit 2 ;;
 esac
