@@ -88,7 +88,8 @@ def find_task(task: str | Path, tasks_root: Path | None = None) -> tuple[Path, s
 
 def __getattr__(name: str) -> Any:
     """The reward service's clients (``ServiceClient``, ``AsyncServiceClient``, ``ServiceError``,
-    ``files_of``), imported on first use: they need httpx (``aka-core[serve]``)."""
+    ``files_of``), imported on first use: the ``asyncio`` client needs httpx (``aka-core[serve]``),
+    the blocking one only the standard library."""
     if name in ("ServiceClient", "AsyncServiceClient", "ServiceError", "files_of"):
         from aka_core.service import client
 

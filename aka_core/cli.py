@@ -256,9 +256,6 @@ def _eval_through_service(args: argparse.Namespace) -> dict[str, Any] | None:
             result = client.evaluate(task_id, files, held_out_seed=args.held_out_seed)
     except ServiceError as exc:
         raise UsageError(f"--service {target}: {exc}") from None
-    except ModuleNotFoundError as exc:
-        raise UsageError(f"--service needs the service's client ({exc.name} is missing): "
-                         "pip install 'aka-core[serve]'") from None
     if result.get("record"):
         return dict(result["record"])
     print(f"aka eval: not judged by the service at {url}: {result.get('status')}: "

@@ -11,12 +11,18 @@ answer or a restarted service is the same request. A full queue (429) or a stopp
 ``retries`` times; a request the service refuses raises ``ServiceError`` naming the field.
 ``first_contact_s``: how long a client that has had no answer yet keeps trying (a command line
 asking a service that is not running should say so in seconds, not after every retry).
+
+The blocking client speaks HTTP through the standard library (``http.client``, one kept-alive
+connection): `aka eval --service` and a trainer's loop may start a process per sample, and
+importing httpx and setting up its TLS context were 0.2 s of each such process on a 2-core
+machine, about what the service's whole answer to a request takes beyond its judge
+(``bench/cli_service_latency.py``). The ``asyncio`` client, made once per trainer, uses httpx.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import json
 import time
 import uuid
 from pathlib import Path
@@ -114,16 +120,65 @@ class _Reconnects:
         return wait
 
 
+class _Answer:
+    """An HTTP response read whole, as ``_refusal`` and ``_retry_after`` read httpx's."""
+
+    def __init__(self, status_code: int, headers: Any, body: bytes):
+        self.status_code, self.headers, self.body = status_code, headers, body
+
+    @property
+    def text(self) -> str:
+        return self.body.decode(errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
 class ServiceClient(_Reconnects):
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10,
                  first_contact_s: float | None = None):
-        import httpx
+        from urllib.parse import urlsplit
 
         self._init_reconnects(url, retries, first_contact_s)
-        self._http = httpx.Client(timeout=timeout)
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ServiceError(f"{url!r} is not an http:// or https:// URL of a service")
+        self._https, self._netloc, self._prefix = (parts.scheme == "https", parts.netloc,
+                                                   parts.path.rstrip("/"))
+        self.timeout = timeout
+        self._conn: Any = None
 
     def close(self) -> None:
-        self._http.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _send(self, method: str, target: str, body: bytes | None) -> _Answer:
+        """One exchange on the kept-alive connection (opened if there is none). A connection
+        the service closed while it sat idle (uvicorn keeps one 5 s) fails on its first use:
+        that exchange is made again at once on a new one, not waited for like a service that
+        does not answer (a request is the same request when sent twice: its id)."""
+        import http.client
+
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        for fresh in (self._conn is None, True):
+            if self._conn is None:
+                kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+                self._conn = kind(self._netloc, timeout=self.timeout)
+            try:
+                self._conn.request(method, target, body=body, headers=headers)
+                response = self._conn.getresponse()
+                return _Answer(response.status, response.headers, response.read())
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+                self.close()
+                if fresh:
+                    raise
+            except BaseException:
+                self.close()  # a connection left mid-exchange is never used again
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def __enter__(self) -> ServiceClient:
         return self
@@ -131,13 +186,18 @@ class ServiceClient(_Reconnects):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        import httpx
+    def _call(self, method: str, path: str, *, json: Any = None,
+              params: dict[str, str] | None = None) -> dict[str, Any]:
+        import http.client
+        from json import dumps
+        from urllib.parse import urlencode
 
+        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
+        body = None if json is None else dumps(json).encode()
         for attempt in range(self.retries + 1):
             try:
-                response = self._http.request(method, self.url + path, **kwargs)
-            except httpx.TransportError as exc:
+                response = self._send(method, target, body)
+            except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out
                 time.sleep(self._unreachable(exc, attempt))
                 continue
             self._answered = True
@@ -203,6 +263,8 @@ class AsyncServiceClient(_Reconnects):
         await self.aclose()
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        import asyncio  # here: the blocking client's processes need not import it
+
         import httpx
 
         for attempt in range(self.retries + 1):

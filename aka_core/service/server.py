@@ -8,18 +8,20 @@ again: the next start runs them.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from aka_core.errors import UsageError
+
+if TYPE_CHECKING:  # asyncio is imported where the service runs: a client's ``read_url`` needs none
+    import asyncio
 
 
 @attrs.frozen(kw_only=True)
@@ -82,6 +84,8 @@ def prestart_protected(tasks_root: Path, state: Path) -> tuple[str, ...]:
 
 
 async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) -> None:
+    import asyncio
+
     require_dependencies()
     import uvicorn
 
@@ -144,6 +148,8 @@ def _server(config: Any, on_shutdown: Callable[[], None]) -> Any:
 
 
 async def _prune(store: Any, older_than_s: float) -> None:
+    import asyncio
+
     while True:
         store.prune(older_than_s)
         await asyncio.sleep(3600)

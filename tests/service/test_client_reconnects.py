@@ -77,3 +77,38 @@ def test_a_service_that_answered_before_is_waited_for_past_first_contact_s() -> 
 
         threading.Thread(target=restart, daemon=True).start()
         assert client.health() == {"ok": True}
+
+
+class KeptThenDropped(Health):
+    """Answers as HTTP/1.1 (the connection stays open for the client) and then drops it, as a
+    service does with a connection left idle past its keep-alive."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        super().do_GET()
+        self.close_connection = True
+
+
+def test_a_connection_the_service_dropped_is_replaced_at_once(monkeypatch: Any) -> None:
+    """The blocking client keeps its connection between requests; one the service closed while
+    idle is replaced without the wait meant for a service that does not answer."""
+    from aka_core.service import client as client_module
+
+    server = HTTPServer(("127.0.0.1", 0), KeptThenDropped)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    waits: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", waits.append)
+    try:
+        with ServiceClient(f"http://127.0.0.1:{server.server_address[1]}") as client:
+            answers = [client.health() for _ in range(3)]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answers == [{"ok": True}] * 3
+    assert waits == []
+
+
+def test_the_blocking_client_takes_only_http_urls() -> None:
+    with pytest.raises(ServiceError, match="not an http:// or https:// URL"):
+        ServiceClient("127.0.0.1:8765")
