@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "triton2triton/gelu"
@@ -35,29 +36,20 @@ def evaluate(task_dir, candidate_dir, device="auto", held_out_seed=None, protect
 '''
 
 
-def start_service(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
-    (tmp / "aka_instant_evaluator.py").write_text(INSTANT_EVALUATOR)
-    options = {"tasks_root": str(ROOT / "tasks"), "state": str(tmp / "state"), "port": 0,
-               "cpu_workers": 2, "evaluator": "aka_instant_evaluator:evaluate"}
-    code = ("import asyncio, json, sys\nfrom pathlib import Path\n"
-            "from aka_core.service.server import ServeOptions, serve\n"
-            "o = json.loads(sys.argv[1])\n"
-            "o['tasks_root'] = Path(o['tasks_root']); o['state'] = Path(o['state'])\n"
-            "asyncio.run(serve(ServeOptions(**o)))\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(tmp), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(options)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=open(tmp / "service.log", "wb"))  # noqa: SIM115
-    from aka_core.service.server import read_url
+def start_service(tmp: Path) -> tuple[Any, str]:
+    """The tests' service process (tests/service/conftest.py) with an evaluator that answers
+    at once: (its handle, its URL)."""
+    import importlib.util
 
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return proc, read_url(tmp / "state")
-        except Exception:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((tmp / "service.log").read_text()[-2000:]) from None
-            time.sleep(0.05)
+    spec = importlib.util.spec_from_file_location(
+        "aka_service_fixtures", ROOT / "tests" / "service" / "conftest.py")
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "aka_instant_evaluator.py").write_text(INSTANT_EVALUATOR)
+    service = fixtures.ServiceProcess(tmp, workers=2,
+                                      evaluator="aka_instant_evaluator:evaluate").start()
+    return service, service.url
 
 
 def cli_once(url: str, pythonpath: str) -> float:
@@ -105,8 +97,7 @@ def main() -> int:
                 client.evaluate(TASK, files, id=f"r{run}-{time.time_ns()}")
                 walls["request from an open client"].append(time.monotonic() - started)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        proc.stop()
     lines = [f"`aka eval --service` against a service that answers at once ({args.runs} runs "
              f"each, alternating; {os.cpu_count()} cores)", "",
              "| what | p50 s | min s | max s |", "|---|---|---|---|"]
