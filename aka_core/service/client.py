@@ -12,17 +12,18 @@ answer or a restarted service is the same request. A full queue (429) or a stopp
 ``first_contact_s``: how long a client that has had no answer yet keeps trying (a command line
 asking a service that is not running should say so in seconds, not after every retry).
 
-The blocking client speaks HTTP through the standard library (``http.client``, one kept-alive
-connection): `aka eval --service` and a trainer's loop may start a process per sample, and
-importing httpx and setting up its TLS context were 0.2 s of each such process on a 2-core
-machine, about what the service's whole answer to a request takes beyond its judge
-(``bench/cli_service_latency.py``). The ``asyncio`` client, made once per trainer, uses httpx.
+The blocking client speaks HTTP through the standard library (``http.client``, a kept-alive
+connection per thread): `aka eval --service` and a trainer's loop may start a process per
+sample, and importing httpx (and asyncio) and setting up its TLS context were 0.17 s of each such
+process on a 2-core machine (``bench/cli_service_latency.py``, bench/results/cpu-2026-12-06).
+The ``asyncio`` client, made once per trainer, uses httpx.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -146,37 +147,58 @@ class ServiceClient(_Reconnects):
         self._https, self._netloc, self._prefix = (parts.scheme == "https", parts.netloc,
                                                    parts.path.rstrip("/"))
         self.timeout = timeout
-        self._conn: Any = None
+        # One kept-alive connection per thread: a trainer may share one client among threads,
+        # and an ``http.client`` connection carries one exchange at a time.
+        self._local = threading.local()
+        self._open: set[Any] = set()
+        self._lock = threading.Lock()
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        with self._lock:
+            for conn in self._open:
+                conn.close()
+            self._open.clear()
+        self._local = threading.local()
+
+    def _connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            import http.client
+
+            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            conn = self._local.conn = kind(self._netloc, timeout=self.timeout)
+            with self._lock:
+                self._open.add(conn)
+        return conn
+
+    def _drop(self, conn: Any) -> None:
+        conn.close()
+        self._local.conn = None
+        with self._lock:
+            self._open.discard(conn)
 
     def _send(self, method: str, target: str, body: bytes | None) -> _Answer:
-        """One exchange on the kept-alive connection (opened if there is none). A connection
-        the service closed while it sat idle (uvicorn keeps one 5 s) fails on its first use:
-        that exchange is made again at once on a new one, not waited for like a service that
-        does not answer (a request is the same request when sent twice: its id)."""
+        """One exchange on this thread's kept-alive connection (opened if there is none). A
+        connection the service closed while it sat idle (uvicorn keeps one 5 s) fails on its
+        first use: that exchange is made again at once on a new one, not waited for like a
+        service that does not answer (a request is the same request when sent twice: its id)."""
         import http.client
 
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
-        for fresh in (self._conn is None, True):
-            if self._conn is None:
-                kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-                self._conn = kind(self._netloc, timeout=self.timeout)
+        for fresh in (getattr(self._local, "conn", None) is None, True):
+            conn = self._connection()
             try:
-                self._conn.request(method, target, body=body, headers=headers)
-                response = self._conn.getresponse()
+                conn.request(method, target, body=body, headers=headers)
+                response = conn.getresponse()
                 return _Answer(response.status, response.headers, response.read())
             except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
-                self.close()
+                self._drop(conn)
                 if fresh:
                     raise
             except BaseException:
-                self.close()  # a connection left mid-exchange is never used again
+                self._drop(conn)  # a connection left mid-exchange is never used again
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -112,3 +112,30 @@ def test_a_connection_the_service_dropped_is_replaced_at_once(monkeypatch: Any) 
 def test_the_blocking_client_takes_only_http_urls() -> None:
     with pytest.raises(ServiceError, match="not an http:// or https:// URL"):
         ServiceClient("127.0.0.1:8765")
+
+
+class KeptAlive(Health):
+    protocol_version = "HTTP/1.1"
+
+
+def test_one_blocking_client_serves_many_threads(monkeypatch: Any) -> None:
+    """A trainer's threads may share one client: each has a connection of its own, so no
+    exchange is mixed with another's (which would read as a service that does not answer)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from http.server import ThreadingHTTPServer
+
+    from aka_core.service import client as client_module
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeptAlive)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    waits: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", waits.append)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with ServiceClient(url, retries=2) as client, ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(lambda _: client.health(), range(200)))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answers == [{"ok": True}] * 200
+    assert waits == []
