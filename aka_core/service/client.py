@@ -22,12 +22,14 @@ The ``asyncio`` client, made once per trainer, uses httpx.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 LONG_POLL_SECONDS = 30.0
@@ -121,6 +123,9 @@ class _Reconnects:
         return wait
 
 
+_dumps = json.dumps  # ``_call``'s keyword ``json`` (httpx's name for the body) hides the module
+
+
 class _Answer:
     """An HTTP response read whole, as ``_refusal`` and ``_retry_after`` read httpx's."""
 
@@ -138,8 +143,6 @@ class _Answer:
 class ServiceClient(_Reconnects):
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10,
                  first_contact_s: float | None = None):
-        from urllib.parse import urlsplit
-
         self._init_reconnects(url, retries, first_contact_s)
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -163,8 +166,6 @@ class ServiceClient(_Reconnects):
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            import http.client
-
             kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
             conn = self._local.conn = kind(self._netloc, timeout=self.timeout)
             with self._lock:
@@ -182,8 +183,6 @@ class ServiceClient(_Reconnects):
         connection the service closed while it sat idle (uvicorn keeps one 5 s) fails on its
         first use: that exchange is made again at once on a new one, not waited for like a
         service that does not answer (a request is the same request when sent twice: its id)."""
-        import http.client
-
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
@@ -193,13 +192,11 @@ class ServiceClient(_Reconnects):
                 conn.request(method, target, body=body, headers=headers)
                 response = conn.getresponse()
                 return _Answer(response.status, response.headers, response.read())
-            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
-                self._drop(conn)
-                if fresh:
-                    raise
-            except BaseException:
+            except BaseException as exc:
                 self._drop(conn)  # a connection left mid-exchange is never used again
-                raise
+                # (RemoteDisconnected is a ConnectionError: what a dropped idle connection says)
+                if fresh or not isinstance(exc, ConnectionError | http.client.BadStatusLine):
+                    raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def __enter__(self) -> ServiceClient:
@@ -210,12 +207,8 @@ class ServiceClient(_Reconnects):
 
     def _call(self, method: str, path: str, *, json: Any = None,
               params: dict[str, str] | None = None) -> dict[str, Any]:
-        import http.client
-        from json import dumps
-        from urllib.parse import urlencode
-
         target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
-        body = None if json is None else dumps(json).encode()
+        body = None if json is None else _dumps(json).encode()
         for attempt in range(self.retries + 1):
             try:
                 response = self._send(method, target, body)
