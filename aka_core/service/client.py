@@ -146,7 +146,9 @@ class ServiceClient(_Reconnects):
         self._init_reconnects(url, retries, first_contact_s)
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ServiceError(f"{url!r} is not an http:// or https:// URL of a service")
+            raise ServiceError(f"{url!r} is not an http:// or https:// URL of a service: give the "
+                               "URL `aka serve` printed (its STATE/service.json holds it), e.g. "
+                               f"{DEFAULT_URL}")
         self._https, self._netloc, self._prefix = (parts.scheme == "https", parts.netloc,
                                                    parts.path.rstrip("/"))
         self.timeout = timeout
