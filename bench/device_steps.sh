@@ -62,6 +62,8 @@
 #   bash bench/device_steps.sh 33    # issue 13 as an A/B on whatever GPU comes: the service on the
 #                                    # engine of 12-04b's last run (798cb76, .whl-old: OLD=798cb76
 #                                    # bash bench/build_device_wheels.sh) and on this tree
+#   bash bench/device_steps.sh 34    # the judge and the process around it profiled (step 29's
+#                                    # profile alone)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -82,7 +84,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 33}"
+step="${1:?step 1 to 34}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -446,5 +448,12 @@ PY
         --tasks $SERVICE_TASKS 2>&1 | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,12p
     done
     ;;
-  *) echo "step 1 to 33" >&2; exit 2 ;;
+  34)
+    # Where a warm evaluation's seconds go now, inside the judge and in the process around it
+    # (step 29's profile alone, for a machine that has time for little else).
+    python3 bench/judge_profile.py --out "$out/profile" --top 45 triton2triton/softmax \
+      triton2triton/gelu cuda2cuda/transpose torch2triton/gemm_bias_gelu >/dev/null 2>&1
+    grep -h "end to end\|^phases" "$out"/profile/*.md
+    ;;
+  *) echo "step 1 to 34" >&2; exit 2 ;;
 esac
