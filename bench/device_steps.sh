@@ -63,7 +63,7 @@
 #                                    # engine of 12-04b's last run (798cb76, .whl-old: OLD=798cb76
 #                                    # bash bench/build_device_wheels.sh) and on this tree
 #   bash bench/device_steps.sh 34    # the judge and the process around it profiled (step 29's
-#                                    # profile alone)
+#                                    # profile), then a service job as a single request meets it
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -454,6 +454,12 @@ PY
     python3 bench/judge_profile.py --out "$out/profile" --top 45 triton2triton/softmax \
       triton2triton/gelu cuda2cuda/transpose torch2triton/gemm_bias_gelu >/dev/null 2>&1
     grep -h "end to end\|^phases" "$out"/profile/*.md
+    # A service job as a single request meets it (judge and runners started ahead), profiled
+    # without and with cProfile: what a request costs outside the judge, and the judge's start-up.
+    python3 bench/job_profile.py --out "$out/job-plain" --repeats 4 --ready-s 6 --no-profile \
+      2>&1 | grep -v "\[info"
+    python3 bench/job_profile.py --out "$out/job" --repeats 2 --ready-s 6 --judge-profile \
+      --top 40 >/dev/null 2>&1
     ;;
   *) echo "step 1 to 34" >&2; exit 2 ;;
 esac

@@ -57,10 +57,48 @@ def test_after_a_normal_timing_the_lock_goes_before_the_baselines_teardown(
         monkeypatch: pytest.MonkeyPatch) -> None:
     events = closed_judge(monkeypatch, quiet=True)
     released = events.index("lock released")
+    assert events.index("baseline signalled") < released
     assert events.index("candidate gone") < released
     assert events.index("orphans killed, kept [11]") < released
-    assert events.index("baseline gone") > released
+    assert events.index("caches saved") > events.index("candidate gone")
+    # The record is sent before the baseline's exit is waited for (``reap``).
+    assert "baseline gone" not in events
     assert events.count("lock released") == 1
+
+
+def test_the_record_goes_out_before_the_sides_are_reaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    judge: Any = judge_module.Judge.__new__(judge_module.Judge)
+    judge.runners = {"baseline": FakeRunner("baseline", events, 11),
+                     "candidate": FakeRunner("candidate", events, 22)}
+    monkeypatch.setattr(sides, "kill_orphans",
+                        lambda keep: events.append(f"orphans killed, kept {sorted(keep)}"))
+
+    class Channel:
+        def send(self, event: str, **fields: Any) -> None:
+            events.append(f"sent {event}")
+
+    judge_module.send_then_reap(judge, Channel(), {})  # type: ignore[arg-type]
+    assert events == ["sent result", "baseline gone", "candidate gone", "orphans killed, kept []"]
+
+
+def test_a_failed_reap_does_not_lose_the_record(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    sent: list[str] = []
+    judge: Any = judge_module.Judge.__new__(judge_module.Judge)
+
+    def broken() -> None:
+        raise OSError("no such process")
+
+    judge.reap = broken
+
+    class Channel:
+        def send(self, event: str, **fields: Any) -> None:
+            sent.append(event)
+
+    judge_module.send_then_reap(judge, Channel(), {})  # type: ignore[arg-type]
+    assert sent == ["result"]
+    assert "reaping the runners failed" in capsys.readouterr().err
 
 
 def test_otherwise_every_side_is_gone_before_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
