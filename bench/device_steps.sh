@@ -64,6 +64,7 @@
 #                                    # bash bench/build_device_wheels.sh) and on this tree
 #   bash bench/device_steps.sh 34    # the judge and the process around it profiled (step 29's
 #                                    # profile), then a service job as a single request meets it
+#   bash bench/device_steps.sh 35    # grab_gpu_memory (the OOM blame test), then step 32's list
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -84,7 +85,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 34}"
+step="${1:?step 1 to 35}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -97,6 +98,8 @@ SMOKE_TASKS="torch2triton/grad_norm_clip torch2cuda/silu_and_mul torch2triton/ge
   torch2triton/row_logsumexp torch2triton/adamw_step torch2cuda/gelu_tanh_bias
   triton2triton/causal_attention torch2triton/cross_entropy torch2triton/linear_bias_residual
   torch2triton/embedding_bag_mean cuda2cuda/embedding_gather_naive cuda2cuda/row_sum_fp32"
+# The exploits step 31 did not reach on an H100 on 2026-12-06 (GPU-only ones first).
+RED_REST="wrong_in_the_last_element wait_for_the_gpu_in_every_call transpose_returns_a_view strided_output unexportable_outputs too_many_outputs transpose_by_torch_copy visible_shapes_only network_exfiltration patch_checks_in_process patch_runner_reply plant_a_slow_baseline_build poison_installed_checking poison_other_scratch poison_pth_hook poison_task_and_solutions ptrace_everyone read_stored_solution segfault shell_escape signal_the_judge steal_environment torch_compute_hidden_in_helper torch_gelu_in_triton_task torch_gelu_obfuscated torch_math_methods torch_ops_namespace user_namespace_escape"
 source bench/device_setup.sh  # exits (set -e) when .whl was not built from this tree
 out="${OUT:-/tmp/out}/step$step"
 mkdir -p "$out"
@@ -421,14 +424,7 @@ PY
     # What step 31 did not reach on an H100 on 2026-12-06 (bench/results/h100-2026-12-06/): the
     # GPU-only ones first (the comparison's kernel, output contracts, waits in every call).
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
-      --deadline-s "${REDTEAM_DEADLINE_S:-440}" --exploits wrong_in_the_last_element \
-      wait_for_the_gpu_in_every_call transpose_returns_a_view strided_output unexportable_outputs \
-      too_many_outputs transpose_by_torch_copy visible_shapes_only network_exfiltration \
-      patch_checks_in_process patch_runner_reply plant_a_slow_baseline_build \
-      poison_installed_checking poison_other_scratch poison_pth_hook poison_task_and_solutions \
-      ptrace_everyone read_stored_solution segfault shell_escape signal_the_judge \
-      steal_environment torch_compute_hidden_in_helper torch_gelu_in_triton_task \
-      torch_gelu_obfuscated torch_math_methods torch_ops_namespace user_namespace_escape 2>&1 \
+      --deadline-s "${REDTEAM_DEADLINE_S:-440}" --exploits $RED_REST 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   33)
@@ -461,5 +457,12 @@ PY
     python3 bench/job_profile.py --out "$out/job" --repeats 2 --ready-s 6 --judge-profile \
       --top 40 >/dev/null 2>&1
     ;;
-  *) echo "step 1 to 34" >&2; exit 2 ;;
+  35)
+    # grab_gpu_memory after the judge learned to test whose an out-of-memory error in the task's
+    # code is (12-06b: the reference's OOM was the task's error), then step 32's exploits.
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
+      --deadline-s "${REDTEAM_DEADLINE_S:-280}" --exploits grab_gpu_memory ${RED_REST#wrong_in_the_last_element } 2>&1 \
+      | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  *) echo "step 1 to 35" >&2; exit 2 ;;
 esac

@@ -32,7 +32,7 @@ import shutil
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -524,6 +524,10 @@ class Judge:
             raise JudgeFailure(FailureKind.TASK_ERROR, f"the inputs factory raised KeyError: {exc} (case "
                                f"{case.name})", traceback=_short_tb(exc)) from exc
         except BaseException as exc:
+            blamed = self.task_code_memory_failure(
+                exc, "the inputs factory", case, lambda: self.make_inputs(params, seed, self.device))
+            if blamed is not None:
+                raise blamed from None
             raise JudgeFailure(FailureKind.TASK_ERROR, f"the inputs factory raised {type(exc).__name__}: "
                                f"{exc} (case {case.name})", traceback=_short_tb(exc)) from exc
         if not isinstance(inputs, Mapping) or not all(isinstance(k, str) for k in inputs):
@@ -539,8 +543,43 @@ class Judge:
         except JudgeFailure:
             raise
         except BaseException as exc:
+            blamed = self.task_code_memory_failure(exc, "the reference", case,
+                                                   lambda: self.reference(**inputs))
+            if blamed is not None:
+                raise blamed from None
             raise JudgeFailure(FailureKind.TASK_ERROR, f"the reference raised {type(exc).__name__}: {exc} "
                                f"(case {case.name})", traceback=_short_tb(exc)) from exc
+
+    def task_code_memory_failure(self, exc: BaseException, what: str, case: Any,
+                                 again: Callable[[], Any]) -> JudgeFailure | None:
+        """The task's own code (``what``) ran out of GPU memory while the candidate's process
+        was alive: whose doing it was is tested, not guessed. The candidate's processes are
+        killed (their memory freed) and the same call is made again: if it now runs, the
+        candidate held the memory (``resources``, its failure); if it fails again, None (the
+        task's failure, as any other exception of its code). A candidate that grabs the GPU's
+        memory at import would otherwise turn its evaluation into the task's error."""
+        if "out of memory" not in f"{type(exc).__name__}: {exc}".lower() or self.device != "cuda":
+            return None
+        candidate = self.runners.get("candidate")
+        if candidate is None or candidate.dead:
+            return None
+        from aka_core.evaluation import sides
+
+        candidate.kill()
+        baseline = self.runners.get("baseline")
+        sides.kill_orphans({baseline.proc.pid} if baseline is not None else set())
+        try:
+            import torch
+
+            torch.cuda.empty_cache()
+            with task_code_deadline(self.task_code_seconds(), what, case.name):
+                again()
+        except BaseException:
+            return None
+        return JudgeFailure(FailureKind.RESOURCES, f"{what} ran out of GPU memory on case "
+                            f"{case.name} while the candidate's process held it, and ran once the "
+                            f"candidate's processes were killed: {type(exc).__name__}: "
+                            f"{str(exc)[:300]}", case=case.name)
 
     def task_code_seconds(self) -> float:
         """How long one call of the task's own code (inputs, reference) may take: a hang there

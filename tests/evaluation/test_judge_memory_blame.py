@@ -1,0 +1,113 @@
+"""Whose fault an out-of-memory error in the task's own code is: tested by killing the candidate.
+
+A candidate that grabs the GPU's memory at import made the judge's reference fail with
+``OutOfMemoryError``, which was the task's error (status ``error``: no candidate failure for the
+policy to learn from). The judge now kills the candidate's processes and calls the task's code
+again: it runs -> the candidate's ``resources`` failure; it fails again -> the task's error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from aka_core.evaluation import judge as judge_module
+from aka_core.evaluation import sides
+from aka_core.evaluation.failures import FailureKind, JudgeFailure
+
+
+class FakeProc:
+    pid = 11
+
+
+class FakeRunner:
+    def __init__(self, events: list[str], name: str):
+        self.events, self.name, self.dead, self.proc = events, name, False, FakeProc()
+
+    def kill(self) -> None:
+        self.events.append(f"{self.name} killed")
+        self.dead = True
+
+
+class Case:
+    name = "large"
+    params: dict[str, Any] = {"n": 4}
+
+
+def judge_with(monkeypatch: pytest.MonkeyPatch, events: list[str], *, device: str = "cuda"
+               ) -> Any:
+    monkeypatch.setattr(sides, "kill_orphans", lambda keep: events.append(f"orphans, kept {keep}"))
+    judge: Any = judge_module.Judge.__new__(judge_module.Judge)
+    judge.device = device
+    judge.runners = {"baseline": FakeRunner(events, "baseline"),
+                     "candidate": FakeRunner(events, "candidate")}
+    judge.task_code_seconds = lambda: 5.0
+    return judge
+
+
+def oom() -> BaseException:
+    return torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB")
+
+
+def test_memory_the_candidate_held_is_its_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    judge = judge_with(monkeypatch, events)
+
+    def reference(x: Any) -> Any:
+        if not judge.runners["candidate"].dead:
+            raise oom()
+        return x * 2
+
+    judge.reference = reference
+    with pytest.raises(JudgeFailure) as caught:
+        judge.reference_outputs(Case(), {"x": torch.ones(3)})
+    assert caught.value.kind == FailureKind.RESOURCES
+    assert "while the candidate's process held it" in str(caught.value)
+    assert events[:2] == ["candidate killed", "orphans, kept {11}"]
+
+
+def test_memory_the_task_needs_is_the_tasks_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    judge = judge_with(monkeypatch, events)
+
+    def make_inputs(params: dict[str, Any], seed: int, device: str) -> Any:
+        raise oom()  # with or without the candidate
+
+    judge.make_inputs = make_inputs
+    with pytest.raises(JudgeFailure) as caught:
+        judge.inputs_for(Case(), 1)
+    assert caught.value.kind == FailureKind.TASK_ERROR
+    assert "candidate killed" in events  # the test was made
+
+
+def test_the_inputs_factory_is_tested_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    judge = judge_with(monkeypatch, events)
+
+    def make_inputs(params: dict[str, Any], seed: int, device: str) -> Any:
+        if not judge.runners["candidate"].dead:
+            raise oom()
+        return {"x": torch.ones(params["n"])}
+
+    judge.make_inputs = make_inputs
+    with pytest.raises(JudgeFailure) as caught:
+        judge.inputs_for(Case(), 1)
+    assert caught.value.kind == FailureKind.RESOURCES
+
+
+@pytest.mark.parametrize("device, error", [("cpu", oom()), ("cuda", ValueError("bad shape"))])
+def test_other_errors_and_the_cpu_stay_the_tasks(monkeypatch: pytest.MonkeyPatch, device: str,
+                                                  error: BaseException) -> None:
+    events: list[str] = []
+    judge = judge_with(monkeypatch, events, device=device)
+
+    def reference(x: Any) -> Any:
+        raise error
+
+    judge.reference = reference
+    with pytest.raises(JudgeFailure) as caught:
+        judge.reference_outputs(Case(), {"x": torch.ones(3)})
+    assert caught.value.kind == FailureKind.TASK_ERROR
+    assert events == []  # nobody was killed
