@@ -49,7 +49,9 @@ def main() -> int:
           "| PyTorch / kernel | figures agree |")
     print("|---|---|---|---|---|---|---|")
     for dtype, ref_dtype in ((torch.bfloat16, torch.float32), (torch.bfloat16, torch.bfloat16),
-                             (torch.float16, torch.float32), (torch.float32, torch.float32)):
+                             (torch.float16, torch.float32), (torch.float32, torch.float32),
+                             # float64 references (half the corpus'): float64 arithmetic
+                             (torch.bfloat16, torch.float64), (torch.float32, torch.float64)):
         ref = torch.randn(args.elements, generator=gen, device=args.device).to(ref_dtype)
         out = (ref.float() * (1 + 1e-3)).to(dtype)
         assert checking.quick_pass(out, ref, tol) is not None

@@ -306,7 +306,8 @@ def main() -> int:
     if quick:  # which quick passes ran as one kernel, and why the kernel failed where it did
         errors = sorted({q["fused_error"] for q in quick if q.get("fused_error")})
         lines.append(f"correctness's quick passes: {sum(q.get('fused', 0) for q in quick)} as one "
-                     f"kernel, {sum(q.get('pytorch', 0) for q in quick)} with PyTorch"
+                     f"kernel, {sum(q.get('equal', 0) for q in quick)} bit-exact by one "
+                     f"equality, {sum(q.get('pytorch', 0) for q in quick)} with PyTorch"
                      + (f"; the kernel failed: {errors[0]}" if errors else ""))
     builds: dict[str, list[float]] = {}
     for r in results:

@@ -124,12 +124,20 @@ def quick_pass(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any] | None:
     output this passes would pass the float64 comparison too; all figures are read with one wait
     (the float64 comparison of a large output makes ~25 full passes and waits ~8 times). On a GPU
     the figures come from one kernel that reads each side once (``fused_compare``), elsewhere
-    from PyTorch's operators (``_quick_figures``)."""
+    from PyTorch's operators (``_quick_figures``); a bit-exact tolerance is met by an equal
+    output with one ``torch.equal``."""
     if tuple(out.shape) != tuple(ref.shape):
         return None
     if out.numel() == 0:
         return {"passed": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "rel_l2": 0.0,
                 "mismatched": 0, "elements": 0}
+    if (tol.atol == 0 and tol.rtol == 0 and out.dtype == ref.dtype and out.device == ref.device
+            and _equal(out, ref)):
+        # A bit-exact task (a gather, a transpose, integers) whose output is its reference: one
+        # read of each side (equal floats are equal in float64; a NaN is never equal, so outputs
+        # with NaN take the pass below).
+        return {"passed": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "rel_l2": 0.0,
+                "mismatched": 0, "elements": int(out.numel())}
     from aka_core.evaluation import fused_compare
 
     slack = 1.0 - QUICK_MARGIN
@@ -152,6 +160,16 @@ def quick_pass(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any] | None:
         return None
     return {"passed": True, "max_abs_err": float(max_abs), "max_rel_err": float(max_rel),
             "rel_l2": float(rel_l2), "mismatched": 0, "elements": int(out.numel())}
+
+
+def _equal(out: Any, ref: Any) -> bool:
+    import torch
+
+    from aka_core.evaluation import fused_compare
+
+    equal = bool(torch.equal(out.detach(), ref.detach()))
+    fused_compare.counts["equal"] += equal
+    return equal
 
 
 def _quick_figures(out: Any, ref: Any, tol: Tolerance, slack: float) -> list[float]:

@@ -484,10 +484,12 @@ class RunnerOpStats(OpenRecord):
 @attrs.frozen(kw_only=True)
 class QuickCompares(OpenRecord):
     """The judge's quick comparisons: how many ran as one GPU kernel or as PyTorch operators,
-    and why the kernel failed where it did."""
+    how many bit-exact outputs were met by one ``torch.equal``, and why the kernel failed where
+    it did."""
 
     fused: int = 0
     pytorch: int = 0
+    equal: int = 0
     fused_error: str | None = None
 
 

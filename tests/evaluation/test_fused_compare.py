@@ -1,7 +1,7 @@
 """The quick pass's one-kernel comparison (``fused_compare``) against the PyTorch pass it stands in
 for: the same verdict and the same figures on every kind of output a candidate can return (NaN
 and infinities where the reference has them or not, errors at the bound, sizes around the block,
-16- and 32-bit floats), run on the CPU through Triton's interpreter."""
+16-, 32- and 64-bit floats), run on the CPU through Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -35,10 +35,11 @@ SCRIPT = textwrap.dedent('''
                      "error": fused_compare.error[:1]})
 
     tol = Tolerance(rtol=1e-2, atol=1e-2)
-    kinds = [torch.float16, torch.bfloat16, torch.float32]
+    kinds = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
     for n in (1, 7, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 17):
         for out_dtype in kinds:
-            for ref_dtype in dict.fromkeys([out_dtype, torch.float32]):
+            # float64 references (half the corpus') are compared in float64 arithmetic.
+            for ref_dtype in dict.fromkeys([out_dtype, torch.float32, torch.float64]):
                 ref = torch.randn(n, generator=gen).to(ref_dtype)
                 noise = 1e-3 * torch.randn(n, generator=gen)
                 out = (ref.float() + noise).to(out_dtype)
@@ -74,6 +75,16 @@ SCRIPT = textwrap.dedent('''
     case("transposed ref", mat.t().contiguous(), mat.t(), tol)
     big = torch.full((BLOCK,), 3e30)
     case("huge", big, big * (1 + 1e-4), Tolerance(rtol=1e-2, atol=0.0))
+    # A float32 output against a float64 reference at a tight bound: the reference's digits
+    # beyond float32 decide (rounded to float32 first, "just outside" would read as inside).
+    ref64 = torch.linspace(1, 2, BLOCK + 3, dtype=torch.float64)
+    bound64 = (1e-7 + 1e-5 * ref64.abs()) * (1.0 - checking.QUICK_MARGIN)
+    tight = Tolerance(rtol=1e-5, atol=1e-7)
+    case("float64 ref, just inside", (ref64 + bound64 * 0.99).float(), ref64, tight)
+    case("float64 ref, just outside", (ref64 + bound64 * 1.5).float(), ref64, tight)
+    # The reference rounded to float32 is the output: within a bound finer than float32's digits
+    # in float32 arithmetic, outside it in float64's (the verdict the PyTorch pass gives).
+    case("float64 ref, finer than float32", ref64.float(), ref64, Tolerance(rtol=1e-9, atol=1e-12))
     print(json.dumps(rows))
 ''')
 
@@ -98,13 +109,16 @@ def _close(a: float, b: float) -> bool:
 
 
 def test_the_kernel_ran_on_every_case(rows: list[dict]) -> None:
-    assert len(rows) > 200
+    assert len(rows) > 400
+    assert any("float64" in row["name"] for row in rows)
     assert all(row["fused"] is not None for row in rows), rows[0]["error"]
 
 
 def test_the_same_verdict_as_pytorch_on_every_case(rows: list[dict]) -> None:
     for row in rows:
         assert bool(row["fused"][0]) == bool(row["torch"][0]), row["name"]
+    finer = next(row for row in rows if row["name"] == "float64 ref, finer than float32")
+    assert finer["torch"][0]  # the case does tell float64 arithmetic from float32
 
 
 def test_the_same_figures_as_pytorch_where_both_pass(rows: list[dict]) -> None:
@@ -197,6 +211,9 @@ def test_warm_compiles_each_usual_pair_once_and_never_raises(monkeypatch: pytest
         def warmup(self, out_dtype: object, ref_dtype: object, *args: object, **kwargs: object
                    ) -> None:
             assert kwargs["grid"] == (1,) and kwargs["BLOCK"] == fused_compare.BLOCK
+            # float64 arithmetic (and float64 partial sums) exactly where a side is float64
+            assert kwargs["WIDE"] == (torch.float64 in (out_dtype, ref_dtype))
+            assert (args[4] == torch.float64) == kwargs["WIDE"]
             compiled.append((out_dtype, ref_dtype))
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -204,8 +221,9 @@ def test_warm_compiles_each_usual_pair_once_and_never_raises(monkeypatch: pytest
     monkeypatch.setattr(fused_compare, "error", [])
     fused_compare.warm.cache_clear()
     fused_compare.warm()
-    assert len(compiled) == len(set(compiled)) == 5
+    assert len(compiled) == len(set(compiled)) == 8
     assert (torch.bfloat16, torch.float32) in compiled and (torch.float32, torch.float32) in compiled
+    assert (torch.float16, torch.float64) in compiled and (torch.float32, torch.float64) in compiled
 
     class Broken:
         def warmup(self, *args: object, **kwargs: object) -> None:
