@@ -459,7 +459,9 @@ PY
     ;;
   35)
     # grab_gpu_memory after the judge learned to test whose an out-of-memory error in the task's
-    # code is (12-06b: the reference's OOM was the task's error), then step 32's exploits.
+    # code is (12-06b: the reference's OOM was the task's error), then step 32's exploits. First
+    # the quick pass's kernel on float64 references against PyTorch's pass (figures agree?).
+    python3 bench/compare_speed.py --elements 134217728 --repeats 3
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
       --deadline-s "${REDTEAM_DEADLINE_S:-280}" --exploits grab_gpu_memory ${RED_REST#wrong_in_the_last_element } 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
