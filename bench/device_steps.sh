@@ -65,6 +65,8 @@
 #   bash bench/device_steps.sh 34    # the judge and the process around it profiled (step 29's
 #                                    # profile), then a service job as a single request meets it
 #   bash bench/device_steps.sh 35    # grab_gpu_memory (the OOM blame test), then step 32's list
+#   bash bench/device_steps.sh 36    # the quick pass on float64 references, grab_gpu_memory, the
+#                                    # service on 16 tasks x 2 (a short call)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -85,7 +87,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 35}"
+step="${1:?step 1 to 36}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -466,5 +468,18 @@ PY
       --deadline-s "${REDTEAM_DEADLINE_S:-280}" --exploits grab_gpu_memory ${RED_REST#wrong_in_the_last_element } 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 35" >&2; exit 2 ;;
+  36)
+    # What fits a short call: the quick pass on float64 references (the kernel against PyTorch's
+    # pass, figures agree?), grab_gpu_memory against the OOM blame test, then the service on the
+    # 16 tasks x 2 (its GPU-exclusive seconds against 12-06's 2.79 s: correctness's quick passes
+    # on float64 references and bit-exact outputs).
+    python3 bench/compare_speed.py --elements 134217728 --repeats 3
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 60 \
+      --exploits grab_gpu_memory 2>&1 | grep --line-buffered "redteam\|INCOMPLETE\|grab"
+    AKA_KERNEL_CACHE=/tmp/kernel-store-36 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 2 --in-flight 64 --per-gpu 4 --warm 0 --single 0 \
+      --deadline-s "${SERVICE_DEADLINE_S:-110}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,14p
+    ;;
+  *) echo "step 1 to 36" >&2; exit 2 ;;
 esac
