@@ -75,12 +75,12 @@
 # Run each as one device call through bench/device_call.sh (a time limit of its own, then one
 # packed file under $OUT, so a call cut at its limit still brings its results back):
 #   bash bench/device_call.sh 29
-# Next (build .whl first: OLD=798cb76 bash bench/build_device_wheels.sh; device_setup.sh checks
-# it; carry .whl and .whl-old): step 32 (the red team's 28 exploits step 31 did not reach: 35 ran
-# on an H100 on 2026-12-06, all caught), then 33 (issue 13's unmeasured changes as an A/B, on any
-# GPU), then 29 on an H200 (issue 13's targets are H200 numbers), then 30.
-# Step 29 was tried on 2026-12-04 and came back with nothing (the machine stopped answering), and
-# on 2026-12-06 no H200 could be started.
+# 29, 34 and 30 ran on an H200 on 2026-12-06 (bench/results/h200-2026-12-06/), 36 on an H100
+# (bench/results/h100-2026-12-06b/).
+# Next (build .whl first; device_setup.sh checks it): step 35 (grab_gpu_memory, then the 27
+# exploits step 31 did not reach: 36 of 63 have met the judge as it is now on a GPU, all caught
+# but grab_gpu_memory on the H200 before its fix), then the service on an H200 again (step 29's
+# service line: the quick pass on float64 references and bit-exact outputs is unmeasured there).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
