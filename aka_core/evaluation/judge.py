@@ -567,7 +567,9 @@ class Judge:
 
         candidate.kill()
         baseline = self.runners.get("baseline")
-        sides.kill_orphans({baseline.proc.pid} if baseline is not None else set())
+        # Everything the candidate started too, waited for until gone: a child holding the memory
+        # and still exiting would fail the call again and make the task look at fault.
+        sides.kill_orphans_and_wait({baseline.proc.pid} if baseline is not None else set())
         try:
             import torch
 

@@ -266,3 +266,16 @@ def kill_orphans(keep: set[int]) -> None:
             pass
     time.sleep(0.01)
     reap()
+
+
+def kill_orphans_and_wait(keep: set[int], timeout: float = 5.0) -> bool:
+    """``kill_orphans`` until none is left (each one's exit complete, its GPU memory freed with
+    its context), at most ``timeout`` seconds; True if none is left."""
+    deadline = time.monotonic() + timeout
+    while True:
+        kill_orphans(keep)
+        kept = set(keep).union(*(descendants(k) for k in keep))
+        if not [pid for pid in descendants(os.getpid()) if pid not in kept]:
+            return True
+        if time.monotonic() > deadline:
+            return False

@@ -38,7 +38,8 @@ class Case:
 
 def judge_with(monkeypatch: pytest.MonkeyPatch, events: list[str], *, device: str = "cuda"
                ) -> Any:
-    monkeypatch.setattr(sides, "kill_orphans", lambda keep: events.append(f"orphans, kept {keep}"))
+    monkeypatch.setattr(sides, "kill_orphans_and_wait",
+                        lambda keep: events.append(f"orphans, kept {keep}") or True)
     judge: Any = judge_module.Judge.__new__(judge_module.Judge)
     judge.device = device
     judge.runners = {"baseline": FakeRunner(events, "baseline"),
@@ -111,3 +112,29 @@ def test_other_errors_and_the_cpu_stay_the_tasks(monkeypatch: pytest.MonkeyPatch
         judge.reference_outputs(Case(), {"x": torch.ones(3)})
     assert caught.value.kind == FailureKind.TASK_ERROR
     assert events == []  # nobody was killed
+
+
+def test_orphans_are_waited_for_until_gone() -> None:
+    """A child the candidate left holding GPU memory is killed and waited for until its exit is
+    complete: here a real orphan, in a process of its own made a subreaper (as the judge is)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import os, subprocess, sys, time
+        from aka_core.evaluation import sides
+        from aka_core.processes import descendants
+        sides.become_subreaper()
+        # A grandchild that outlives its parent: it becomes this process's child.
+        subprocess.run([sys.executable, "-c", "import subprocess, sys; subprocess.Popen("
+                        "[sys.executable, '-c', 'import time; time.sleep(60)'])"], check=True)
+        before = len(descendants(os.getpid()))
+        started = time.monotonic()
+        gone = sides.kill_orphans_and_wait(set(), timeout=5.0)
+        print(before, gone, len(descendants(os.getpid())), round(time.monotonic() - started, 2))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=True)
+    before, gone, after, seconds = done.stdout.split()
+    assert int(before) >= 1 and gone == "True" and int(after) == 0 and float(seconds) < 5
