@@ -838,7 +838,9 @@ def measure(judge: Judge) -> None:
     # The clean phase: the candidate's process and everything it started are killed, so no
     # kernel of it can still run; then the baseline alone.
     judge.runners["candidate"].kill()
-    sides.kill_orphans({judge.runners["baseline"].proc.pid})
+    # Waited for until gone: a child of the candidate still exiting (its memory not yet freed)
+    # would otherwise share the clean phase, or fail its inputs for lack of memory.
+    sides.kill_orphans_and_wait({judge.runners["baseline"].proc.pid})
     states["end"] = gpu_state.Reading()  # while the clean phase runs
     for timer, record in zip(timers, cases_out, strict=True):
         record["clean"] = timer.clean()
