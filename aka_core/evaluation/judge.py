@@ -555,14 +555,30 @@ class Judge:
         """The task's own code (``what``) ran out of GPU memory while the candidate's process
         was alive: whose doing it was is tested, not guessed. The candidate's processes are
         killed (their memory freed) and the same call is made again: if it now runs, the
-        candidate held the memory (``resources``, its failure); if it fails again, None (the
-        task's failure, as any other exception of its code). A candidate that grabs the GPU's
-        memory at import would otherwise turn its evaluation into the task's error."""
-        if "out of memory" not in f"{type(exc).__name__}: {exc}".lower() or self.device != "cuda":
+        candidate held the memory (``resources``, its failure); if it fails again, the task's
+        failure (None: as any other exception of its code), or, on a GPU other processes were
+        using when the evaluation began, the evaluator's (``infra_error``, retryable). A candidate
+        that grabs the GPU's memory at import would otherwise turn its evaluation into the task's
+        error."""
+        text = f"{type(exc).__name__}: {exc}"
+        if "out of memory" not in text.lower() or self.device != "cuda":
             return None
         candidate = self.runners.get("candidate")
-        if candidate is None or candidate.dead:
-            return None
+        if candidate is not None and not candidate.dead and self._runs_without_candidate(
+                candidate, what, case, again):
+            return JudgeFailure(FailureKind.RESOURCES, f"{what} ran out of GPU memory on case "
+                                f"{case.name} while the candidate's process held it, and ran once "
+                                f"the candidate's processes were killed: {text[:300]}",
+                                case=case.name)
+        if self._gpu_taken_by_others():
+            return JudgeFailure(INFRA, f"{what} ran out of GPU memory on case {case.name} on a GPU "
+                                "that other processes were using when the evaluation began: "
+                                f"{text[:300]}", case=case.name)
+        return None
+
+    def _runs_without_candidate(self, candidate: RunnerProcess, what: str, case: Any,
+                                again: Callable[[], Any]) -> bool:
+        """Whether ``again`` runs once the candidate's processes are killed and gone."""
         from aka_core.evaluation import sides
 
         candidate.kill()
@@ -577,11 +593,8 @@ class Judge:
             with task_code_deadline(self.task_code_seconds(), what, case.name):
                 again()
         except BaseException:
-            return None
-        return JudgeFailure(FailureKind.RESOURCES, f"{what} ran out of GPU memory on case "
-                            f"{case.name} while the candidate's process held it, and ran once the "
-                            f"candidate's processes were killed: {type(exc).__name__}: "
-                            f"{str(exc)[:300]}", case=case.name)
+            return False
+        return True
 
     def task_code_seconds(self) -> float:
         """How long one call of the task's own code (inputs, reference) may take: a hang there

@@ -45,6 +45,7 @@ def judge_with(monkeypatch: pytest.MonkeyPatch, events: list[str], *, device: st
     judge.runners = {"baseline": FakeRunner(events, "baseline"),
                      "candidate": FakeRunner(events, "candidate")}
     judge.task_code_seconds = lambda: 5.0
+    judge.result = {"device_memory": {"shared": False}}
     return judge
 
 
@@ -96,6 +97,21 @@ def test_the_inputs_factory_is_tested_the_same_way(monkeypatch: pytest.MonkeyPat
     with pytest.raises(JudgeFailure) as caught:
         judge.inputs_for(Case(), 1)
     assert caught.value.kind == FailureKind.RESOURCES
+
+
+def test_a_gpu_others_were_using_is_the_evaluators_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    judge = judge_with(monkeypatch, events)
+    judge.result = {"device_memory": {"shared": True}}  # less than half free at the start
+
+    def reference(x: Any) -> Any:
+        raise oom()  # with or without the candidate
+
+    judge.reference = reference
+    with pytest.raises(JudgeFailure) as caught:
+        judge.reference_outputs(Case(), {"x": torch.ones(3)})
+    assert caught.value.kind == FailureKind.INFRA_ERROR
+    assert "candidate killed" in events
 
 
 @pytest.mark.parametrize("device, error", [("cpu", oom()), ("cuda", ValueError("bad shape"))])
