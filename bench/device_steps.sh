@@ -64,7 +64,8 @@
 #                                    # bash bench/build_device_wheels.sh) and on this tree
 #   bash bench/device_steps.sh 34    # the judge and the process around it profiled (step 29's
 #                                    # profile), then a service job as a single request meets it
-#   bash bench/device_steps.sh 35    # grab_gpu_memory (the OOM blame test), then step 32's list
+#   bash bench/device_steps.sh 35    # grab_gpu_memory (the OOM blame test), the two exploits of
+#                                    # the quick pass's new paths, then step 32's list
 #   bash bench/device_steps.sh 36    # the quick pass on float64 references, grab_gpu_memory, the
 #                                    # service on 16 tasks x 2 (a short call)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
@@ -465,7 +466,9 @@ PY
     # the quick pass's kernel on float64 references against PyTorch's pass (figures agree?).
     python3 bench/compare_speed.py --elements 134217728 --repeats 3
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
-      --deadline-s "${REDTEAM_DEADLINE_S:-280}" --exploits grab_gpu_memory ${RED_REST#wrong_in_the_last_element } 2>&1 \
+      --deadline-s "${REDTEAM_DEADLINE_S:-280}" --exploits grab_gpu_memory \
+      off_by_one_against_a_float64_reference one_bit_off_in_an_exact_task \
+      ${RED_REST#wrong_in_the_last_element } 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   36)
