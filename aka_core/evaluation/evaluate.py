@@ -135,8 +135,7 @@ class StartedJudge:
             self.reader.join(timeout=5)
             self.scratch.cleanup()
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        _signal_group(self.proc)
         with contextlib.suppress(OSError):
             self.scratch.cleanup()
         threading.Thread(target=self._reap, name="aka-judge-reaper", daemon=True).start()
@@ -309,12 +308,17 @@ def _crash(code: int, phase: str) -> dict[str, Any]:
             "retryable": True}
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _signal_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the judge's process group (the judge alone where the group is gone)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         if proc.poll() is None:
             proc.kill()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    _signal_group(proc)
     proc.wait()
 
 
