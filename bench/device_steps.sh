@@ -68,6 +68,22 @@
 #                                    # the quick pass's new paths, then step 32's list
 #   bash bench/device_steps.sh 36    # the quick pass on float64 references, grab_gpu_memory, the
 #                                    # service on 16 tasks x 2 (a short call)
+#   bash bench/device_steps.sh 37    # issue 13's table in one call: serial `aka eval` of the 16
+#                                    # (reference scores, warm kernel store), single requests,
+#                                    # the service on 16 x 3; then the red team while time is left
+#   bash bench/device_steps.sh 38    # on an H200, step 37's service part (issue 13's table); on
+#                                    # any other GPU, the red team's exploits step 37 did not
+#                                    # reach, then the spread between serial evaluations of one
+#                                    # candidate, whole records kept (what moves between them)
+#   bash bench/device_steps.sh 39    # does a call's time depend on where its buffers landed?
+#                                    # (bench/placement_probe.py on the cases step 38 saw move);
+#                                    # on an H200, then step 37's service part (issue 13's table)
+#   bash bench/device_steps.sh 40    # the placement probe again, with each input set behind a
+#                                    # spacer of its own (do a block's calls then average?)
+#   bash bench/device_steps.sh 41    # on an H200: the placement probe (is the H100's placement
+#                                    # effect there?), then issue 13's table (step 37's service
+#                                    # part); on an H100: A/A three times on the three tasks whose
+#                                    # baselines moved with placement (what it does to a score)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -88,7 +104,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 36}"
+step="${1:?step 1 to 41}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -484,5 +500,95 @@ PY
       --deadline-s "${SERVICE_DEADLINE_S:-110}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,14p
     ;;
-  *) echo "step 1 to 36" >&2; exit 2 ;;
+  37)
+    # Issue 13's done-when in one run: serial `aka eval` of every stored solution first (the
+    # scores the service's must match, and a kernel store warm as the issue's "warm caches"
+    # says), single requests and `aka eval --service`, then 64 in flight on 16 tasks x 3 (the
+    # quick pass's float64 and bit-exact paths and the unwaited judge exit, unmeasured there).
+    # Then the red team's least recently run exploits until the call's end.
+    AKA_KERNEL_CACHE=/tmp/kernel-store-37 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 4 --single-gap 6 \
+      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+    left=$((${STEP_END_S:-520} - SECONDS))
+    if [ "$left" -gt 60 ]; then
+      python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s "$left" \
+        --exploits grab_gpu_memory off_by_one_against_a_float64_reference \
+        one_bit_off_in_an_exact_task ${RED_REST#wrong_in_the_last_element } 2>&1 \
+        | grep --line-buffered "redteam\|INCOMPLETE"
+    fi
+    ;;
+  38)
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+      AKA_KERNEL_CACHE=/tmp/kernel-store-38 python3 bench/service_bench.py --out "$out/service" \
+        --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 4 --single-gap 6 \
+        --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+        | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+      exit 0
+    fi
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 200 \
+      --exploits shell_escape signal_the_judge steal_environment strided_output \
+      too_many_outputs torch_compute_hidden_in_helper torch_gelu_in_triton_task \
+      torch_gelu_obfuscated torch_math_methods torch_ops_namespace transpose_by_torch_copy \
+      transpose_returns_a_view unexportable_outputs user_namespace_escape visible_shapes_only \
+      wait_for_the_gpu_in_every_call 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    # The same candidate evaluated again and again, one at a time: 12-06's service run read
+    # softmax 1.07% and silu_and_mul 0.9% from the serial evaluation, each CI +-0.1%. Whole
+    # records kept: which of o, the baseline's and the candidate's per-call times moves.
+    mkdir -p "$out/repeats"
+    for round in 1 2 3; do
+      for task in triton2triton/softmax triton2triton/silu_and_mul cuda2cuda/transpose \
+                  triton2triton/layer_norm; do
+        [ "$SECONDS" -gt "${STEP_END_S:-500}" ] && break 2
+        AKA_KERNEL_CACHE=/tmp/kernel-store-38 python3 -m aka_core.cli eval "tasks/$task" \
+          --candidate "tests/solutions/$task" --json --held-out-seed 1 \
+          > "$out/repeats/${task//\//.}.$round.json" 2>/dev/null
+        python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['evaluation']['performance']; print(sys.argv[2], round(p['speedup'], 4), [round(x, 4) for x in p['ci95']])" \
+          "$out/repeats/${task//\//.}.$round.json" "$task" || true
+      done
+    done
+    ;;
+  39)
+    # Step 38 (H100) read the baseline's per-call time 1-4% apart between evaluations, and
+    # between a case's interleaved and clean phases (new slots, new capture), the candidate's
+    # 0.1%: placement in GPU memory, per evaluation? layer_norm as the control that did not move.
+    python3 bench/placement_probe.py --placements 8 --reps 15 \
+      triton2triton/softmax:m16384_n8192_fp16 triton2triton/silu_and_mul:m8192_n11008_bf16 \
+      triton2triton/silu_and_mul:m4096_n14336_bf16 cuda2cuda/transpose:m16384_n8192_bf16 \
+      triton2triton/layer_norm:m16384_n8192_bf16 2>&1 | grep -v "^\[\|Warning"
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+      AKA_KERNEL_CACHE=/tmp/kernel-store-39 python3 bench/service_bench.py --out "$out/service" \
+        --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 4 --single-gap 6 \
+        --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+        | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+    fi
+    ;;
+  40)
+    # Step 39 (H100): a new capture alone (the outputs moved) moved softmax's baseline 5.4%,
+    # transpose's 4.7%, within a placement 0.5-0.8%. With a spacer of up to 4 MiB (offsets
+    # within 2 MiB pages) or 64 MiB (other pages) before each input set, every call of a block
+    # finds its inputs at its own offset from its outputs: does the block then average them?
+    for mib in 4 64; do
+      echo "== spacers of up to $mib MiB"
+      python3 bench/placement_probe.py --placements 6 --reps 15 --stagger-mib $mib \
+        triton2triton/softmax:m16384_n8192_fp16 triton2triton/silu_and_mul:m8192_n11008_bf16 \
+        cuda2cuda/transpose:m16384_n8192_bf16 2>&1 | grep -v "^\[\|Warning"
+    done
+    ;;
+  41)
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+      python3 bench/placement_probe.py --placements 6 --reps 15 --stagger-mib 4 \
+        triton2triton/softmax:m16384_n8192_fp16 triton2triton/silu_and_mul:m8192_n11008_bf16 \
+        cuda2cuda/transpose:m16384_n8192_bf16 2>&1 | grep -v "^\[\|Warning"
+      AKA_KERNEL_CACHE=/tmp/kernel-store-41 python3 bench/service_bench.py --out "$out/service" \
+        --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 4 --single-gap 6 \
+        --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+        | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+      exit 0
+    fi
+    python3 bench/gpu_bench.py --out "$out/aa" --sections aa --aa-repeats 3 --jobs 1 \
+      --tasks triton2triton/softmax triton2triton/silu_and_mul cuda2cuda/transpose \
+      --deadline-s 150 2>&1 | tail -8
+    ;;
+  *) echo "step 1 to 41" >&2; exit 2 ;;
 esac
