@@ -84,6 +84,9 @@
 #                                    # effect there?), then issue 13's table (step 37's service
 #                                    # part); on an H100: A/A three times on the three tasks whose
 #                                    # baselines moved with placement (what it does to a score)
+#   bash bench/device_steps.sh 42    # the clean phase on the baseline's own memory (kept from its
+#                                    # pairs): step 41's A/A again (false interference gone?), then
+#                                    # the service (on an H200 with the serial scores: issue 13)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -104,7 +107,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 41}"
+step="${1:?step 1 to 42}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -590,5 +593,29 @@ PY
       --tasks triton2triton/softmax triton2triton/silu_and_mul cuda2cuda/transpose \
       --deadline-s 150 2>&1 | tail -8
     ;;
-  *) echo "step 1 to 41" >&2; exit 2 ;;
+  42)
+    # Step 41 (H100): 1 of 3 transpose A/A evaluations an infra_error, the clean phase's new
+    # memory 5% faster than the pairs' (placement, not interference). Now the clean phase
+    # times the baseline on the memory and graph its pairs used.
+    python3 bench/gpu_bench.py --out "$out/aa" --sections aa --aa-repeats 3 --jobs 1 \
+      --tasks triton2triton/softmax triton2triton/silu_and_mul cuda2cuda/transpose \
+      --deadline-s 150 2>&1 | tail -8
+    python3 - "$out/aa/bench.json" <<'PY'
+import json, sys
+for task, runs in json.load(open(sys.argv[1]))["aa"].items():
+    for run in runs:
+        print(task, run.get("speedup"), (run.get("failure") or {}).get("message", "")[:90],
+              [(c.get("clean_placement"), round(c.get("interference") or 0, 4))
+               for c in run.get("cases") or []])
+PY
+    serial=""; single=0; deadline=120
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+      serial="--serial"; single=4; deadline=150
+    fi
+    AKA_KERNEL_CACHE=/tmp/kernel-store-42 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 $serial --single $single --single-gap 6 \
+      --deadline-s "${SERVICE_DEADLINE_S:-$deadline}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+    ;;
+  *) echo "step 1 to 42" >&2; exit 2 ;;
 esac

@@ -160,6 +160,9 @@ def perf_summary(result: dict[str, Any]) -> dict[str, Any]:
                                             "stop_reason", "speed_of_light_ms",
                                             "calls_per_block", "launch_queue", "graph_resized",
                                             "seconds")}
+                     # The baseline beside the candidate against alone, and on which memory.
+                     | {"interference": (c.get("interference") or {}).get("ratio"),
+                        "clean_placement": (c.get("clean") or {}).get("placement")}
                      for c in perf.get("cases", [])],
            "wall_clock_check": ev.get("wall_clock_check", {}).get("passed")}
     if ev.get("failure"):

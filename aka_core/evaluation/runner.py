@@ -68,6 +68,8 @@ class Runner:
         self.kept: list[list[Any]] = []
         self.last_calls: list[list[Any]] = []
         self.exports: dict[int, bytes] = {}
+        # Arenas and graphs set aside by ``keep`` until ``restore`` (the baseline's, per case).
+        self.set_aside: dict[str, tuple[Any, ...]] = {}
         self.stream: Any = None
         self.started_op = time.monotonic()
         self.steps: dict[str, float] = {}
@@ -432,6 +434,26 @@ class Runner:
     def op_wait(self, command: Mapping[str, Any]) -> None:
         self._sync()
         self.reply(ok=True)
+
+    def op_keep(self, command: Mapping[str, Any]) -> None:
+        """Set the current arena and graph aside under ``key``, neither freed nor changed (the
+        judge times the baseline again on them after the candidate is gone: on an H100 a new
+        placement in GPU memory alone moved a call's time by up to 7%, which the clean phase
+        would otherwise read as the candidate's interference)."""
+        self._sync()
+        self.set_aside[str(command["key"])] = (self.arena, self.slots, self.out_region,
+                                               self.graph, self.graph_outputs)
+        self.arena, self.slots, self.out_region = None, [], (0, 0)
+        self.graph, self.graph_outputs = None, []
+        self.kept, self.last_calls, self.exports = [], [], {}
+        self.reply(ok=True)
+
+    def op_restore(self, command: Mapping[str, Any]) -> None:
+        """The arena and graph set aside under ``key`` current again (the current ones freed)."""
+        aside = self.set_aside.pop(str(command["key"]))
+        self.op_release({})
+        self.arena, self.slots, self.out_region, self.graph, self.graph_outputs = aside
+        self.reply(ok=True, nbytes=self.arena.nbytes if self.arena is not None else 0)
 
     def op_release(self, command: Mapping[str, Any]) -> None:
         self.out_region = (0, 0)

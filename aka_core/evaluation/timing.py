@@ -79,6 +79,9 @@ ESTIMATE_CALLS = 2
 MAX_CALLS = 2000
 MEMORY_FRACTION = 0.4
 CLEAN_BLOCKS = 4
+# The baselines' arenas and graphs set aside for the clean phase take at most this share of the
+# GPU's memory (beyond it a case's clean phase gets new ones: ``clean``'s ``placement``).
+SET_ASIDE_FRACTION = 0.25
 INTERFERENCE_LIMIT = 0.03  # above: not judged (infra_error, retry)
 INTERFERENCE_FAIL = 0.10  # above: the candidate fails
 COPY_LIMIT = 1.2
@@ -118,6 +121,7 @@ class SideSlots:
         self.judge, self.side, self.count = judge, plan.side, plan.count
         self.region = plan.region
         self.out_start, self.out_each = plan.size, plan.out_each
+        self.total = plan.total
         self.arena = map_runner_arena(judge, plan.side, reply, plan.total)
         self.inputs_bytes = self.arena.bytes[CTRL_BYTES: plan.size]
         self.reader = OutputReader(plan.side)
@@ -242,11 +246,37 @@ class LaunchQueueFull(Exception):
         self.side, self.count = side, count
 
 
+class SetAside:
+    """Room for the baselines' arenas and graphs kept from each case's pairs until its clean
+    phase, so that the baseline is timed alone on the memory it was timed on beside the
+    candidate. Where a call's buffers lie matters: on an H100 a new capture alone (its outputs
+    elsewhere) moved a baseline's call by up to 7% (``bench/placement_probe.py``), which a clean
+    phase on new memory read as the candidate's interference (a false ``infra_error``)."""
+
+    def __init__(self, room: int):
+        self.room, self.used = room, 0
+
+    @classmethod
+    def on_this_gpu(cls) -> SetAside:
+        import torch
+
+        return cls(int(SET_ASIDE_FRACTION * torch.cuda.mem_get_info()[1]))
+
+    def take(self, nbytes: int) -> bool:
+        if self.used + nbytes > self.room:
+            return False
+        self.used += nbytes
+        return True
+
+
 class CaseTimer:
-    def __init__(self, judge: Judge, case: Any, index: int, flush: L2Reader):
+    def __init__(self, judge: Judge, case: Any, index: int, flush: L2Reader,
+                 aside: SetAside | None = None):
         import torch
 
         self.judge, self.case, self.index, self.flush = judge, case, index, flush
+        self.aside = aside
+        self.kept: SideSlots | None = None  # the baseline's slots (and graph), kept: ``keep``
         self.policy = judge.req.timing
         self.rng = random.Random(derive_seed(judge.timing_root, "order", case.name))
         self.stream = torch.cuda.Stream()
@@ -698,8 +728,24 @@ class CaseTimer:
         if judge.req.time_reference:
             self.record["reference_ms"] = time_alone(judge.reference,
                                                      judge.inputs_for(self.case, 1), self.flush)
+        self.keep()
         self.release()
         return self.record
+
+    def keep(self) -> None:
+        """The baseline's arena and graph set aside for the clean phase (``SetAside``), where
+        there is room: its runner keeps them, the judge keeps its mapping of them."""
+        baseline = self.slots.get("baseline")
+        if baseline is None or self.aside is None:
+            return
+        # A graph's pool holds its calls' outputs (and what they allocate besides: twice that).
+        graph = self.mode["baseline"] == "graph"
+        graph_bytes = self.counts["baseline"] * 2 * self.out_bytes if graph else 0
+        if not self.aside.take(baseline.total + graph_bytes):
+            return
+        self.judge._request("baseline", "keep", "timing", key=str(self.index))
+        self.kept = baseline
+        del self.slots["baseline"]
 
     def baseline_calls(self, per_call_ms: float, count: int) -> int:
         """Calls in the baseline's blocks: ``block_ms`` of its own work, at most ``count`` (all
@@ -780,16 +826,22 @@ class CaseTimer:
 
     # ------------------------------------------------------------------ the clean phase
     def clean(self) -> dict[str, Any]:
-        """The baseline alone (the candidate's process is gone): its time and ``o``."""
-        self.slots = open_slots(self.judge, [SlotPlan("baseline", self.layout, self.region,
-                                                      self.counts["baseline"], self.out_aligned)])
+        """The baseline alone (the candidate's process is gone): its time and ``o``, on the
+        memory and graph of its blocks beside the candidate where they were kept (``keep``)."""
+        kept, self.kept = self.kept, None
+        if kept is not None:
+            self.judge._request("baseline", "restore", "timing", key=str(self.index))
+            self.slots = {"baseline": kept}
+        else:
+            self.slots = open_slots(self.judge, [SlotPlan(
+                "baseline", self.layout, self.region, self.counts["baseline"], self.out_aligned)])
         self.count = self.counts["baseline"]  # the stage: the baseline's calls only
         self.make_stage()
         # One set of fresh inputs for every clean block: the baseline is trusted code (it keeps
         # nothing between calls) and every window starts with L2 flushed, so the same inputs
         # again time as new ones would; making them anew was most of this phase's GPU time.
         inputs = self.fresh_inputs(10_000)
-        if self.mode["baseline"] == "graph":
+        if kept is None and self.mode["baseline"] == "graph":
             self.prime("baseline", fresh=False)
             self.judge._request("baseline", "capture", "timing", count=self.counts["baseline"])
         windows, touches = [], []
@@ -798,7 +850,8 @@ class CaseTimer:
             windows.append(self.block("baseline", inputs, audit=block == 0))
         touches.append(self.block("baseline", None, touch=True))
         self.release()
-        return {"windows_ms": windows, "touch_windows_ms": touches}
+        return {"windows_ms": windows, "touch_windows_ms": touches,
+                "placement": "same" if kept is not None else "new"}
 
 
 def time_alone(fn: Any, inputs: Mapping[str, Any], flush: L2Reader, calls: int = 10) -> float:
@@ -831,8 +884,9 @@ def measure(judge: Judge) -> None:
                      "the block cached")
     perf["gpu_lock_wait_s"] = judge.result["phases"].get("gpu_wait")
     timers = []
+    aside = SetAside.on_this_gpu()
     for index, case in enumerate(judge.cases):
-        timer = CaseTimer(judge, case, index, flush)
+        timer = CaseTimer(judge, case, index, flush, aside)
         cases_out.append(timer.run())
         timers.append(timer)
     # The clean phase: the candidate's process and everything it started are killed, so no

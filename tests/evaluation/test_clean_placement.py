@@ -1,0 +1,164 @@
+"""The clean phase times the baseline on the memory and graph it was timed on beside the
+candidate: its runner sets them aside after the case's pairs (``keep``) and makes them current
+again for the clean phase (``restore``), within a share of the GPU's memory; beyond it the clean
+phase gets new ones, and its record says which. (On an H100 a new placement alone moved a
+baseline's call by up to 7%, which a clean phase on new memory read as interference.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aka_core.evaluation import runner as runner_mod
+from aka_core.evaluation import timing
+from tests.evaluation.test_slot_setup import FakeJudge, plans
+
+
+class RequestingJudge(FakeJudge):
+    def _request(self, side: str, op: str, phase: str, **fields: Any) -> dict[str, Any]:
+        self._send(side, op, phase, **fields)
+        return self._answer(side, op, phase)
+
+
+@pytest.fixture
+def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from tests.evaluation.test_slot_setup import FakeArena, FakeReader
+
+    events: list[str] = []
+    monkeypatch.setattr(timing, "map_runner_arena",
+                        lambda judge, side, reply, size: FakeArena(side, events))
+    monkeypatch.setattr(timing, "OutputReader", FakeReader)
+    return events
+
+
+def timer_with_slots(judge: Any, aside: timing.SetAside | None, index: int = 2,
+                     mode: str = "graph") -> timing.CaseTimer:
+    timer = object.__new__(timing.CaseTimer)
+    timer.judge, timer.index, timer.aside, timer.kept = judge, index, aside, None
+    timer.slots = timing.open_slots(judge, plans())
+    timer.counts = {"baseline": 3, "candidate": 5}
+    timer.mode = {"baseline": mode, "candidate": mode}
+    timer.out_bytes = 512
+    timer.stage, timer.stage_views = None, []
+    return timer
+
+
+def test_the_baseline_is_set_aside_and_the_candidate_freed(events: list[str]) -> None:
+    judge: Any = RequestingJudge(events)
+    aside = timing.SetAside(1 << 30)
+    timer = timer_with_slots(judge, aside)
+    events.clear()
+    timer.keep()
+    timer.release()
+    assert judge.sent["baseline"] == {"key": "2"}
+    assert events == ["baseline keep sent", "baseline keep answered", "candidate unmapped",
+                      "candidate release sent", "candidate release answered"]
+    assert timer.kept is not None and timer.kept.side == "baseline"
+    # Its arena, and room for its graph's outputs twice over, counted against the share.
+    assert aside.used == timer.kept.total + 3 * 2 * 512
+
+
+def test_without_room_the_baseline_is_freed_as_before(events: list[str]) -> None:
+    judge: Any = RequestingJudge(events)
+    timer = timer_with_slots(judge, timing.SetAside(100))
+    events.clear()
+    timer.keep()
+    timer.release()
+    assert timer.kept is None
+    assert "baseline keep sent" not in events
+    assert "baseline unmapped" in events and "baseline release sent" in events
+
+
+def test_the_room_is_shared_by_the_cases() -> None:
+    aside = timing.SetAside(1000)
+    assert aside.take(600) and not aside.take(500) and aside.take(400)
+    assert aside.used == 1000
+
+
+def clean_with_stand_ins(timer: timing.CaseTimer, events: list[str]) -> dict[str, Any]:
+    """``clean`` with its GPU steps replaced: the stage, the inputs, the blocks."""
+    timer.layout, timer.region, timer.out_aligned = plans()[0].layout, 256, 512
+    timer.make_stage = lambda: None  # type: ignore[method-assign]
+    timer.fresh_inputs = lambda pair: [{}]  # type: ignore[method-assign]
+    timer.prime = lambda *sides, fresh=True: events.append("primed")  # type: ignore[method-assign]
+
+    def block(side: str, inputs: Any, *, touch: bool = False, audit: bool = True) -> float:
+        events.append(f"{side} {'touch' if touch else 'block'} on {id(timer.slots[side])}")
+        return 0.3 if touch else 2.0
+
+    timer.block = block  # type: ignore[method-assign]
+    return timer.clean()
+
+
+def test_the_clean_phase_times_the_baseline_on_what_was_set_aside(events: list[str]) -> None:
+    judge: Any = RequestingJudge(events)
+    timer = timer_with_slots(judge, timing.SetAside(1 << 30))
+    timer.keep()
+    timer.release()
+    kept = timer.kept
+    events.clear()
+    record = clean_with_stand_ins(timer, events)
+    assert record["placement"] == "same"
+    assert events[:2] == ["baseline restore sent", "baseline restore answered"]
+    # No new arena, no new capture: every block on the kept slots, which are then freed.
+    assert "baseline setup sent" not in events and "baseline capture sent" not in events
+    assert "primed" not in events
+    blocks = [e for e in events if " on " in e]
+    assert len(blocks) == 2 * timing.CLEAN_BLOCKS + 1
+    assert all(e.endswith(str(id(kept))) for e in blocks)
+    assert events[-3:] == ["baseline unmapped", "baseline release sent",
+                           "baseline release answered"]
+    assert timer.kept is None
+
+
+def test_a_clean_phase_without_a_kept_baseline_gets_new_memory(events: list[str]) -> None:
+    judge: Any = RequestingJudge(events)
+    timer = timer_with_slots(judge, timing.SetAside(0))
+    timer.keep()
+    timer.release()
+    events.clear()
+    record = clean_with_stand_ins(timer, events)
+    assert record["placement"] == "new"
+    assert events[:2] == ["baseline setup sent", "baseline setup answered"]
+    assert "primed" in events and "baseline capture sent" in events
+
+
+class FakeMemory:
+    def __init__(self, name: str, events: list[str]):
+        self.name, self.events, self.nbytes = name, events, 4096
+
+    def close(self) -> None:
+        self.events.append(f"{self.name} freed")
+
+
+def bare_runner(events: list[str]) -> Any:
+    runner = object.__new__(runner_mod.Runner)
+    runner.device, runner.set_aside = "cpu", {}
+    runner.replies = []
+    runner.reply = lambda **message: runner.replies.append(message)
+    runner.arena, runner.slots, runner.out_region = FakeMemory("case 0", events), ["s"], (8, 8)
+    runner.graph, runner.graph_outputs = "graph 0", [["o"]]
+    runner.kept, runner.last_calls, runner.exports = [["k"]], [["l"]], {1: b"x"}
+    return runner
+
+
+def test_a_runner_sets_a_case_aside_and_restores_it_unchanged() -> None:
+    events: list[str] = []
+    runner = bare_runner(events)
+    runner.op_keep({"key": "0"})
+    assert runner.arena is None and runner.graph is None and runner.slots == []
+    assert events == []  # set aside, not freed
+    runner.arena, runner.graph = FakeMemory("case 1", events), "graph 1"  # the next case's
+    runner.op_restore({"key": "0"})
+    assert events == ["case 1 freed"]
+    assert runner.graph == "graph 0" and runner.slots == ["s"] and runner.out_region == (8, 8)
+    assert runner.arena.name == "case 0" and runner.set_aside == {}
+    assert runner.replies == [{"ok": True}, {"ok": True, "nbytes": 4096}]
+
+
+def test_a_runner_asked_to_restore_what_it_never_kept_fails_that_request() -> None:
+    runner = bare_runner([])
+    with pytest.raises(KeyError):
+        runner.op_restore({"key": "7"})
+    assert runner.graph == "graph 0"  # nothing of the current case was freed first
