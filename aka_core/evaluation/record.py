@@ -176,6 +176,9 @@ class CleanPhase(OpenRecord):
     windows_ms: list[Number] | None = None
     touch_windows_ms: list[Number] | None = None
     """Blocks that only touch their inputs: the fixed cost of a block."""
+    placement: str | None = None
+    """``same``: on the arena and graph of the case's pairs (kept for it); ``new``: on new ones
+    (no room was left to keep them)."""
 
 
 @attrs.frozen(kw_only=True)

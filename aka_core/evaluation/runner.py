@@ -18,7 +18,9 @@ on its stream a wait for the judge's "go" word in the arena, then ``count`` call
 a captured CUDA graph of them), then a write of the "done" word, and answers at once (after the
 block, the baseline copies the outputs of the calls the judge audits on ``copy_out``). The
 judge, whose clock this is, starts its timing event, copies the block's fresh inputs into the
-arena, writes "go", waits for "done" and stops its event.
+arena, writes "go", waits for "done" and stops its event. After a case's pairs the baseline's
+runner sets its arena and graph aside (``keep``) until the clean phase makes them current again
+(``restore``): the baseline is timed alone on the memory it was timed on beside the candidate.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -82,6 +82,7 @@ CLEAN_BLOCKS = 4
 # The baselines' arenas and graphs set aside for the clean phase take at most this share of the
 # GPU's memory (beyond it a case's clean phase gets new ones: ``clean``'s ``placement``).
 SET_ASIDE_FRACTION = 0.25
+SET_ASIDE_FREE = 0.5  # ... and only while this share of it is free
 INTERFERENCE_LIMIT = 0.03  # above: not judged (infra_error, retry)
 INTERFERENCE_FAIL = 0.10  # above: the candidate fails
 COPY_LIMIT = 1.2
@@ -253,17 +254,23 @@ class SetAside:
     elsewhere) moved a baseline's call by up to 7% (``bench/placement_probe.py``), which a clean
     phase on new memory read as the candidate's interference (a false ``infra_error``)."""
 
-    def __init__(self, room: int):
-        self.room, self.used = room, 0
+    def __init__(self, room: int, free_share: Callable[[], float] = lambda: 1.0):
+        self.room, self.used, self.free_share = room, 0, free_share
 
     @classmethod
     def on_this_gpu(cls) -> SetAside:
         import torch
 
-        return cls(int(SET_ASIDE_FRACTION * torch.cuda.mem_get_info()[1]))
+        def free_share() -> float:
+            free, total = torch.cuda.mem_get_info()
+            return free / total
+
+        return cls(int(SET_ASIDE_FRACTION * torch.cuda.mem_get_info()[1]), free_share)
 
     def take(self, nbytes: int) -> bool:
-        if self.used + nbytes > self.room:
+        """Room for ``nbytes`` more, and half the GPU's memory still free (kept memory is
+        memory the next cases cannot have: their slots must not fail for it)."""
+        if self.used + nbytes > self.room or self.free_share() < SET_ASIDE_FREE:
             return False
         self.used += nbytes
         return True

@@ -76,6 +76,15 @@ def test_the_room_is_shared_by_the_cases() -> None:
     assert aside.used == 1000
 
 
+def test_nothing_is_set_aside_while_less_than_half_the_memory_is_free() -> None:
+    # Kept memory is memory the next cases' slots cannot have.
+    share = [0.6]
+    aside = timing.SetAside(1 << 30, lambda: share[0])
+    assert aside.take(100)
+    share[0] = 0.4
+    assert not aside.take(100) and aside.used == 100
+
+
 def clean_with_stand_ins(timer: timing.CaseTimer, events: list[str]) -> dict[str, Any]:
     """``clean`` with its GPU steps replaced: the stage, the inputs, the blocks."""
     timer.layout, timer.region, timer.out_aligned = plans()[0].layout, 256, 512
