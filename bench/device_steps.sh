@@ -97,10 +97,11 @@
 #   bash bench/device_call.sh 29
 # 29, 34 and 30 ran on an H200 on 2026-12-06 (bench/results/h200-2026-12-06/), 36 on an H100
 # (bench/results/h100-2026-12-06b/).
-# Next (build .whl first; device_setup.sh checks it): step 35 (grab_gpu_memory, then the 27
-# exploits step 31 did not reach: 36 of 63 have met the judge as it is now on a GPU, all caught
-# but grab_gpu_memory on the H200 before its fix), then the service on an H200 again (step 29's
-# service line: the quick pass on float64 references and bit-exact outputs is unmeasured there).
+# 37 to 42 ran on H100s on 2026-12-06 (bench/results/h100-2026-12-06c/): all 63 exploits have now
+# met the judge on a GPU. Next (build .whl first; device_setup.sh checks it): step 41 on an H200
+# (the placement probe there, then issue 13's table with the serial scores), and the
+# interference ratio's spread over the corpus on an H200 with the clean phase on the pairs'
+# memory (every gpu_bench case records it): can the 3-10% retry band narrow?
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
