@@ -12,24 +12,18 @@ import pytest
 
 from aka_core.evaluation import runner as runner_mod
 from aka_core.evaluation import timing
-from tests.evaluation.test_slot_setup import FakeJudge, plans
+from tests.evaluation.test_slot_setup import FakeJudge, patched_events, plans
+
+
+@pytest.fixture
+def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    return patched_events(monkeypatch)
 
 
 class RequestingJudge(FakeJudge):
     def _request(self, side: str, op: str, phase: str, **fields: Any) -> dict[str, Any]:
         self._send(side, op, phase, **fields)
         return self._answer(side, op, phase)
-
-
-@pytest.fixture
-def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    from tests.evaluation.test_slot_setup import FakeArena, FakeReader
-
-    events: list[str] = []
-    monkeypatch.setattr(timing, "map_runner_arena",
-                        lambda judge, side, reply, size: FakeArena(side, events))
-    monkeypatch.setattr(timing, "OutputReader", FakeReader)
-    return events
 
 
 def timer_with_slots(judge: Any, aside: timing.SetAside | None, index: int = 2,

@@ -51,13 +51,18 @@ class FakeJudge:
         return {"ok": True, "arena_fd": f"arena-{side}"}
 
 
-@pytest.fixture
-def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def patched_events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Timing's arena mappings and output readers replaced by stand-ins that log to a list."""
     events: list[str] = []
     monkeypatch.setattr(timing, "map_runner_arena",
                         lambda judge, side, reply, size: FakeArena(side, events))
     monkeypatch.setattr(timing, "OutputReader", FakeReader)
     return events
+
+
+@pytest.fixture
+def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    return patched_events(monkeypatch)
 
 
 def plans() -> list[timing.SlotPlan]:
