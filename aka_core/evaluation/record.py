@@ -102,6 +102,12 @@ class Failure(OpenRecord):
     case: str | None = None
     stage: str | None = None
     """``first_call``: the candidate built, then failed in its first call."""
+    cause: str | None = None
+    """``interference_band``: the baseline ran 3-10% slower beside the candidate's process than
+    alone (an ``infra_error``: too little to blame, too much to trust); ``placement`` then says
+    whether alone was on the same memory (``same``: the reward service blames a candidate that
+    reads this in every attempt) or on new memory (``new``)."""
+    placement: str | None = None
     traceback: str | None = None
     log_tail: str | None = None
     exit_code: int | None = None

@@ -947,7 +947,8 @@ def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
                               "ratio": ratio, "limit": 1 + INTERFERENCE_LIMIT,
                               "input_copy_ms": copies}
     if judge.req.candidate is not None:
-        check_interference(timer.case.name, ratio, interleaved_baseline, clean_baseline, copies)
+        check_interference(timer.case.name, ratio, interleaved_baseline, clean_baseline, copies,
+                           placement=clean.get("placement", "new"))
     s, lo, hi = stats.paired_speedup(baseline, candidate)
     record.update(samples_ms={"baseline": baseline, "candidate": candidate}, speedup=s,
                   ci95=[lo, hi], baseline_median_ms=stats.median(baseline),
@@ -968,7 +969,7 @@ def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
 
 
 def check_interference(case: str, ratio: float, interleaved: float, clean: float,
-                       copies: Mapping[str, float]) -> None:
+                       copies: Mapping[str, float], placement: str = "new") -> None:
     """The candidate's process must not use the GPU outside its own blocks.
 
     Two signs: the baseline ran slower while the candidate's process was alive than alone after
@@ -976,7 +977,10 @@ def check_interference(case: str, ratio: float, interleaved: float, clean: float
     both sides) took longer before the candidate's blocks, i.e. its process held the GPU while
     its inputs were being written (a head start on work that would then escape the window). A small excess may
     be drift between the phases: the evaluation is then not judged (``infra_error``, retry); a
-    large one fails the candidate.
+    large one fails the candidate. The retry says why (``cause``) and whether the baseline was
+    timed alone on the memory of its pairs (``placement``): drift does not repeat, so the
+    reward service blames a candidate that reads the same on that memory in every attempt
+    (``aka_core.service.outcome``), where a retry would otherwise spare it every penalty.
     """
     base_copy, cand_copy = copies.get("baseline"), copies.get("candidate")
     if base_copy and cand_copy and cand_copy > base_copy * COPY_LIMIT + 0.02:
@@ -992,7 +996,8 @@ def check_interference(case: str, ratio: float, interleaved: float, clean: float
             f"({clean:.4f} ms)")
     if ratio <= 1 + INTERFERENCE_FAIL:
         raise JudgeFailure(INFRA, text + ": too much to trust the timing, too little to blame the "
-                           "candidate; retry")
+                           "candidate; retry", cause="interference_band", placement=placement,
+                           case=case)
     raise JudgeFailure(FailureKind.INTERFERENCE, text + ": the candidate's process used the GPU outside its "
                        "own blocks")
 

@@ -9,7 +9,12 @@
   a zero to learn from;
 * ``task_error``: the task's baseline or reference failed: no reward (fix the task);
 * ``infra_error``: the evaluator or the host failed (retried by the service before it is
-  reported): no reward, ``retryable``;
+  reported): no reward, ``retryable``. One such failure can be the candidate's doing: the
+  baseline 3-10% slower beside the candidate's process than alone on the same memory
+  (``interference_band``), too little to blame once, since drift happens. Drift does not
+  repeat, so when every attempt reads it, the request ends as the candidate's failure
+  (``interference``, ``exhausted``): otherwise a candidate could turn its every penalty into a
+  retry;
 * ``cancelled``, ``expired``: no evaluation (``expired``: the request's deadline passed).
 
 An evaluator fault is never a zero reward: ``reward`` is None for every status but the first two.
@@ -38,8 +43,12 @@ def classify(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     failure = evaluation.get("failure") or None
     kind = (failure or {}).get("kind")
     if status == "infra_error" or kind == FailureKind.INFRA_ERROR or status == "error":
-        return RETRY, {"message": (failure or {}).get("message") or record.get("error")
-                       or "the evaluator failed"}
+        retry = {"message": (failure or {}).get("message") or record.get("error")
+                 or "the evaluator failed"}
+        if (failure or {}).get("cause") == "interference_band" and failure.get(
+                "placement") == "same":
+            retry["blame_if_repeated"] = FailureKind.INTERFERENCE.value
+        return RETRY, retry
     if kind == FailureKind.TASK_ERROR:
         return "task_error", _result("task_error", None, record=record, failure=failure,
                                      message=(failure or {}).get("message", ""))
@@ -74,3 +83,17 @@ def _result(status: str, reward: float | None, *, record: dict[str, Any] | None 
 
 def infra(message: str) -> dict[str, Any]:
     return {"status": "infra_error", "reward": None, "retryable": True, "message": message}
+
+
+def exhausted(message: str, blames: list[str | None]) -> tuple[str, dict[str, Any]]:
+    """How a request ends when its last attempt failed for the evaluator's reasons too: an
+    ``infra_error``, unless every attempt's failure was one the candidate can cause and drift
+    cannot repeat (``blame_if_repeated``, the same in each): then the candidate's failure."""
+    attempts = len(blames)
+    blame = blames[0] if blames else None
+    if blame is None or attempts < 2 or any(b != blame for b in blames):
+        return "infra_error", infra(f"{message} (after {attempts} attempts)")
+    text = (f"the same in each of {attempts} attempts, which drift does not repeat: the "
+            f"candidate's process slowed the baseline; the last: {message}")
+    return "candidate_failure", _result("candidate_failure", 0.0, failure={
+        "kind": blame, "message": text, "phase": "timing"}, message=text)

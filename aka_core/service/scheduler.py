@@ -288,7 +288,7 @@ class Scheduler:
             return
         status, result = outcome.classify(payload)
         if status == outcome.RETRY:
-            self.store.retry(request.id, result["message"])
+            self.store.retry(request.id, result["message"], result.get("blame_if_repeated"))
             return
         result["timeline"] = timeline(request, payload.get("timeline"), handed=handed,
                                       exited=exited, started_ahead=taken is not None)

@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS requests (
     attempts INTEGER NOT NULL DEFAULT 0,
     slot TEXT,
     result TEXT,
-    options TEXT NOT NULL DEFAULT '{}'
+    options TEXT NOT NULL DEFAULT '{}',
+    blames TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS requests_queue ON requests (state, priority DESC, created);
 """
@@ -107,6 +108,9 @@ class RequestStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=10000")
         self._db.executescript(SCHEMA)
+        columns = {row["name"] for row in self._db.execute("PRAGMA table_info(requests)")}
+        if "blames" not in columns:  # a queue made before attempts kept whom they might blame
+            self._db.execute("ALTER TABLE requests ADD COLUMN blames TEXT NOT NULL DEFAULT '[]'")
 
     def close(self) -> None:
         with self._lock:
@@ -176,21 +180,26 @@ class RequestStore:
             row = db.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
         return _row(row)
 
-    def retry(self, request_id: str, reason: str) -> Request | None:
+    def retry(self, request_id: str, reason: str, blame: str | None = None) -> Request | None:
         """A running request whose evaluation failed for the evaluator's reasons: queued again,
-        or an ``infra_error`` once it used its attempts."""
+        or, once it used its attempts, an ``infra_error`` (or the candidate's failure where
+        every attempt carried the same ``blame``: ``outcome.exhausted``)."""
         with self._tx() as db:
             row = db.execute("SELECT * FROM requests WHERE id = ? AND state = 'running'",
                              (request_id,)).fetchone()
             if row is None:
                 return None
+            blames = [*json.loads(row["blames"] or "[]"), blame]
             if row["attempts"] >= self.max_attempts:
-                db.execute("UPDATE requests SET state = 'infra_error', finished = ?, result = ? "
-                           "WHERE id = ?", (time.time(), json.dumps(outcome.infra(
-                               f"{reason} (after {row['attempts']} attempts)")), request_id))
+                # Attempts that ended without a retry (a restart's recovery) count as no blame.
+                blames = [None] * (row["attempts"] - len(blames)) + blames
+                state, result = outcome.exhausted(reason, blames)
+                db.execute("UPDATE requests SET state = ?, finished = ?, result = ?, blames = ? "
+                           "WHERE id = ?", (state, time.time(), json.dumps(result),
+                                            json.dumps(blames), request_id))
             else:
-                db.execute("UPDATE requests SET state = 'queued', slot = NULL WHERE id = ?",
-                           (request_id,))
+                db.execute("UPDATE requests SET state = 'queued', slot = NULL, blames = ? "
+                           "WHERE id = ?", (json.dumps(blames), request_id))
             row = db.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
         return _row(row)
 

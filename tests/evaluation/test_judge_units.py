@@ -138,6 +138,12 @@ def test_interference_fails_the_candidate_only_when_it_is_large() -> None:
     with pytest.raises(JudgeFailure) as small:
         timing.check_interference("c", 1.05, 1.05, 1.0, copies)
     assert small.value.kind == "infra_error" and "retry" in str(small.value)
+    # The retry says why and on which memory the baseline was timed alone: the reward service
+    # blames a candidate that reads this on the same memory in every attempt.
+    assert small.value.details == {"cause": "interference_band", "placement": "new", "case": "c"}
+    with pytest.raises(JudgeFailure) as same:
+        timing.check_interference("c", 1.05, 1.05, 1.0, copies, placement="same")
+    assert same.value.kind == "infra_error" and same.value.details["placement"] == "same"
     with pytest.raises(JudgeFailure) as large:
         timing.check_interference("c", 1.5, 1.5, 1.0, copies)
     assert large.value.kind == "interference"

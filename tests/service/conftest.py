@@ -7,8 +7,8 @@ judge is replaced, by a function whose candidate file says what it should do::
     # {"sleep": 0.1, "outcome": "scored", "reward": 1.5}
 
 outcomes: scored, fail (a correctness failure), task (a task error), infra (always an evaluator
-fault), infra_once (a fault on the first attempt only), crash (the process dies without a
-result), hang (sleeps until killed).
+fault), infra_once (a fault on the first attempt only), band (the interference check's retry,
+``placement`` as given), crash (the process dies without a result), hang (sleeps until killed).
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ FAKE_EVALUATOR = textwrap.dedent('''
         if outcome == "infra" or (outcome == "infra_once" and count == 1):
             return {"status": "infra_error", "score": 0.0,
                     "evaluation": {"failure": {"kind": "infra_error", "message": "GPU lost"}}}
+        if outcome == "band":  # the baseline slower beside the candidate, too little to blame
+            return {"status": "infra_error", "score": 0.0, "evaluation": {"failure": {
+                "kind": "infra_error", "message": "case c1: the baseline ran 5.0% slower; retry",
+                "cause": "interference_band", "placement": spec.get("placement", "same")}}}
         log = os.environ.get("AKA_FAKE_LOG")
         if log:
             with open(log, "a") as handle:

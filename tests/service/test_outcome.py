@@ -44,3 +44,31 @@ def test_a_sample_without_a_judgement_raises_or_is_nan(monkeypatch: pytest.Monke
     assert math.isnan(verl._score(infra)["score"])
     assert verl._score({"status": "candidate_failure", "reward": 0.0, "failure": {
         "kind": "correctness"}})["score"] == 0.0
+
+
+def band(placement: str) -> dict:
+    payload = record(status="infra_error", kind="infra_error")
+    payload["record"]["evaluation"]["failure"].update(cause="interference_band",
+                                                      placement=placement)
+    return payload
+
+
+def test_a_retry_that_the_candidate_may_have_caused_says_whom_to_blame_if_it_repeats() -> None:
+    status, result = outcome.classify(band("same"))
+    assert status == outcome.RETRY and result["blame_if_repeated"] == "interference"
+    # Alone on new memory, where the memory's placement alone moves a call by percents: never.
+    status, result = outcome.classify(band("new"))
+    assert status == outcome.RETRY and "blame_if_repeated" not in result
+    status, result = outcome.classify(record(status="infra_error", kind="infra_error"))
+    assert "blame_if_repeated" not in result
+
+
+def test_exhausted_blames_the_candidate_only_for_the_same_reading_in_every_attempt() -> None:
+    status, result = outcome.exhausted("ran 5% slower", ["interference"] * 3)
+    assert status == "candidate_failure" and result["reward"] == 0.0
+    assert result["failure"]["kind"] == "interference" and result["retryable"] is False
+    assert "each of 3 attempts" in result["message"] and "ran 5% slower" in result["message"]
+    for blames in (["interference", None, "interference"], ["interference"], [None, None]):
+        status, result = outcome.exhausted("GPU lost", blames)
+        assert status == "infra_error" and result["reward"] is None and result["retryable"]
+        assert f"after {len(blames)} attempts" in result["message"]

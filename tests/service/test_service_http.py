@@ -39,6 +39,14 @@ def test_each_outcome_has_its_status_and_only_judged_ones_a_reward(service: Serv
         assert (broken["status"], broken["reward"], broken["retryable"]) == (
             "infra_error", None, True)
         assert "after 3 attempts" in broken["message"]
+        # The interference check's retry, read in every attempt on the same memory, is the
+        # candidate's doing (drift does not repeat); on new memory it stays the evaluator's.
+        band = client.evaluate(TASK, candidate("band"))
+        assert (band["status"], band["reward"], band["failure"]["kind"]) == (
+            "candidate_failure", 0.0, "interference")
+        assert client.get(band["id"])["attempts"] == 3 and "each of 3 attempts" in band["message"]
+        drift = client.evaluate(TASK, candidate("band", placement="new"))
+        assert (drift["status"], drift["reward"]) == ("infra_error", None)
         crashed = client.evaluate(TASK, candidate("crash"))
         assert crashed["status"] == "infra_error"
         assert "ended without a result (exit status 3)" in crashed["message"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aka_core.service.store import TERMINAL, Conflict, RequestStore
+from aka_core.service.store import SCHEMA, TERMINAL, Conflict, RequestStore
 
 
 @pytest.fixture
@@ -89,3 +89,34 @@ def test_old_terminal_requests_are_pruned_and_active_ones_never(store: RequestSt
     assert store.prune(older_than_s=-1) == 1
     assert store.get("judged") is None
     assert (store.get("running").state, store.get("waiting").state) == ("running", "queued")
+
+
+def test_the_same_blame_in_every_attempt_ends_as_the_candidates_failure(
+        store: RequestStore) -> None:
+    for rid in ("a", "b"):
+        store.submit(rid, "d", "t", deadline=None)
+    for blames in (["interference", "interference"], ["interference", None]):
+        rid = "a" if blames[1] else "b"
+        for blame in blames:
+            assert store.claim("s").id == rid
+            store.retry(rid, "the baseline ran 5% slower", blame)
+    a, b = store.get("a"), store.get("b")
+    assert a.state == "candidate_failure" and a.result["failure"]["kind"] == "interference"
+    assert a.result["reward"] == 0.0
+    assert b.state == "infra_error" and b.result["reward"] is None
+
+
+def test_a_queue_made_before_blames_were_kept_is_opened_and_used(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA.replace(",\n    blames TEXT NOT NULL DEFAULT '[]'", ""))
+    assert "blames" not in {row[1] for row in db.execute("PRAGMA table_info(requests)")}
+    db.execute("INSERT INTO requests (id, digest, task, state, created) "
+               "VALUES ('old', 'd', 't', 'queued', 1.0)")
+    db.commit()
+    db.close()
+    store = RequestStore(path, max_attempts=1)
+    assert store.claim("s").id == "old"
+    assert store.retry("old", "GPU lost", "interference").state == "infra_error"  # one attempt
