@@ -191,7 +191,7 @@ class RequestStore:
                 return None
             blames = [*json.loads(row["blames"] or "[]"), blame]
             if row["attempts"] >= self.max_attempts:
-                # Attempts that ended without a retry (a restart's recovery) count as no blame.
+                # Attempts made before this queue kept blames (an older service) count as none.
                 blames = [None] * (row["attempts"] - len(blames)) + blames
                 state, result = outcome.exhausted(reason, blames)
                 db.execute("UPDATE requests SET state = ?, finished = ?, result = ?, blames = ? "
