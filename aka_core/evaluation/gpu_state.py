@@ -17,6 +17,9 @@ FIELDS = (("clocks.sm", "sm_mhz"), ("clocks.mem", "memory_mhz"),
           ("temperature.gpu", "temperature_c"), ("power.draw", "power_w"))
 REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")  # new name, old name
 TIMEOUT_SECONDS = 5.0
+# Clock-event reasons that slow the GPU: software power cap, hardware slowdown, software and
+# hardware thermal slowdown, hardware power brake (NVML's bits; idle and the like are not).
+SLOWDOWNS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -87,3 +90,19 @@ class Reading:
     def result(self, timeout: float = 2 * TIMEOUT_SECONDS) -> dict[str, Any]:
         self._thread.join(timeout)
         return self._state if not self._thread.is_alive() else {"error": "nvidia-smi is late"}
+
+
+def steady(states: Any) -> bool:
+    """Whether a timing's ``start`` and ``end`` readings were both taken and show one SM clock
+    (within 1%) and no slowdown: then a difference between its phases is not the GPU's state.
+    Anything unread or unknown is not steady."""
+    try:
+        start, end = states["start"], states["end"]
+        if "error" in start or "error" in end:
+            return False
+        first, last = float(start["sm_mhz"]), float(end["sm_mhz"])
+        if abs(first - last) > 0.01 * max(first, last):
+            return False
+        return not any(int(str(s["clock_event_reasons"]), 16) & SLOWDOWNS for s in (start, end))
+    except (KeyError, TypeError, ValueError):
+        return False

@@ -106,7 +106,8 @@ class Failure(OpenRecord):
     """``interference_band``: the baseline ran 3-10% slower beside the candidate's process than
     alone (an ``infra_error``: too little to blame, too much to trust); ``placement`` then says
     whether alone was on the same memory (``same``: the reward service blames a candidate that
-    reads this in every attempt) or on new memory (``new``)."""
+    reads this in every attempt, on a GPU whose clocks held: ``performance.gpu_state``) or on
+    new memory (``new``)."""
     placement: str | None = None
     traceback: str | None = None
     log_tail: str | None = None

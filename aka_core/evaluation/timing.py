@@ -903,9 +903,12 @@ def measure(judge: Judge) -> None:
     # would otherwise share the clean phase, or fail its inputs for lack of memory.
     sides.kill_orphans_and_wait({judge.runners["baseline"].proc.pid})
     states["end"] = gpu_state.Reading()  # while the clean phase runs
-    for timer, record in zip(timers, cases_out, strict=True):
-        record["clean"] = timer.clean()
-        finish_case(judge, timer, record)
+    try:
+        for timer, record in zip(timers, cases_out, strict=True):
+            record["clean"] = timer.clean()
+            finish_case(judge, timer, record)
+    finally:  # also when a case's check ends the evaluation: a retry's reader wants the clocks
+        perf["gpu_state"] = {when: reading.result() for when, reading in states.items()}
     speedup, lo, hi = stats.geomean_speedup_ci(
         [(c["samples_ms"]["baseline"], c["samples_ms"]["candidate"]) for c in cases_out])
     perf.update(
@@ -915,7 +918,6 @@ def measure(judge: Judge) -> None:
                      "baseline and candidate interleaved in secret order, the fixed cost of a "
                      "block (measured with the baseline alone) subtracted; per case the median of "
                      "per-pair ratios, geometric mean over cases, percentile bootstrap 95% CI"))
-    perf["gpu_state"] = {when: reading.result() for when, reading in states.items()}
     steps: dict[str, float] = {}
     for timer in timers:
         for name, seconds in timer.block_steps.items():

@@ -10,9 +10,9 @@
 * ``task_error``: the task's baseline or reference failed: no reward (fix the task);
 * ``infra_error``: the evaluator or the host failed (retried by the service before it is
   reported): no reward, ``retryable``. One such failure can be the candidate's doing: the
-  baseline 3-10% slower beside the candidate's process than alone on the same memory
-  (``interference_band``), too little to blame once, since drift happens. Drift does not
-  repeat, so when every attempt reads it, the request ends as the candidate's failure
+  baseline 3-10% slower beside the candidate's process than alone on the same memory, the GPU's
+  clocks steady (``interference_band``), too little to blame once, since drift happens. Drift
+  does not repeat, so when every attempt reads it, the request ends as the candidate's failure
   (``interference``, ``exhausted``): otherwise a candidate could turn its every penalty into a
   retry;
 * ``cancelled``, ``expired``: no evaluation (``expired``: the request's deadline passed).
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aka_core.evaluation import gpu_state
 from aka_core.evaluation.failures import CANDIDATE_FAILURES, FailureKind
 
 RETRY = "retry"
@@ -45,8 +46,11 @@ def classify(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if status == "infra_error" or kind == FailureKind.INFRA_ERROR or status == "error":
         retry = {"message": (failure or {}).get("message") or record.get("error")
                  or "the evaluator failed"}
-        if (failure or {}).get("cause") == "interference_band" and failure.get(
-                "placement") == "same":
+        # The candidate's doing if it repeats: read on the same memory, on a GPU whose clocks
+        # held (a slowdown in the pairs but not alone would repeat too, and is the GPU's).
+        if ((failure or {}).get("cause") == "interference_band"
+                and failure.get("placement") == "same"
+                and gpu_state.steady((evaluation.get("performance") or {}).get("gpu_state"))):
             retry["blame_if_repeated"] = FailureKind.INTERFERENCE.value
         return RETRY, retry
     if kind == FailureKind.TASK_ERROR:

@@ -51,9 +51,13 @@ FAKE_EVALUATOR = textwrap.dedent('''
             return {"status": "infra_error", "score": 0.0,
                     "evaluation": {"failure": {"kind": "infra_error", "message": "GPU lost"}}}
         if outcome == "band":  # the baseline slower beside the candidate, too little to blame
-            return {"status": "infra_error", "score": 0.0, "evaluation": {"failure": {
-                "kind": "infra_error", "message": "case c1: the baseline ran 5.0% slower; retry",
-                "cause": "interference_band", "placement": spec.get("placement", "same")}}}
+            clocks = {"sm_mhz": 1980.0, "clock_event_reasons": "0x0000000000000000"}
+            return {"status": "infra_error", "score": 0.0, "evaluation": {
+                "performance": {"gpu_state": {"start": clocks, "end": clocks}},
+                "failure": {"kind": "infra_error",
+                            "message": "case c1: the baseline ran 5.0% slower; retry",
+                            "cause": "interference_band",
+                            "placement": spec.get("placement", "same")}}}
         log = os.environ.get("AKA_FAKE_LOG")
         if log:
             with open(log, "a") as handle:

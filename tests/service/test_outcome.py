@@ -46,10 +46,14 @@ def test_a_sample_without_a_judgement_raises_or_is_nan(monkeypatch: pytest.Monke
         "kind": "correctness"}})["score"] == 0.0
 
 
-def band(placement: str) -> dict:
+STEADY = {"sm_mhz": 1980.0, "clock_event_reasons": "0x0000000000000000"}
+
+
+def band(placement: str, end: dict | None = None) -> dict:
     payload = record(status="infra_error", kind="infra_error")
-    payload["record"]["evaluation"]["failure"].update(cause="interference_band",
-                                                      placement=placement)
+    evaluation = payload["record"]["evaluation"]
+    evaluation["failure"].update(cause="interference_band", placement=placement)
+    evaluation["performance"]["gpu_state"] = {"start": STEADY, "end": end or STEADY}
     return payload
 
 
@@ -59,6 +63,12 @@ def test_a_retry_that_the_candidate_may_have_caused_says_whom_to_blame_if_it_rep
     # Alone on new memory, where the memory's placement alone moves a call by percents: never.
     status, result = outcome.classify(band("new"))
     assert status == outcome.RETRY and "blame_if_repeated" not in result
+    # Nor on a GPU that slowed down (power capped) or whose clocks moved between the phases:
+    # that would repeat too, and it is the GPU's.
+    capped = {"sm_mhz": 1980.0, "clock_event_reasons": "0x0000000000000004"}
+    for end in (capped, {**STEADY, "sm_mhz": 1755.0}, {"error": "nvidia-smi is late"}):
+        status, result = outcome.classify(band("same", end))
+        assert status == outcome.RETRY and "blame_if_repeated" not in result
     status, result = outcome.classify(record(status="infra_error", kind="infra_error"))
     assert "blame_if_repeated" not in result
 
