@@ -278,11 +278,11 @@ class SetAside:
 
 class CaseTimer:
     def __init__(self, judge: Judge, case: Any, index: int, flush: L2Reader,
-                 aside: SetAside | None = None):
+                 aside: SetAside | None = None, last: bool = False):
         import torch
 
         self.judge, self.case, self.index, self.flush = judge, case, index, flush
-        self.aside = aside
+        self.aside, self.last = aside, last
         self.kept: SideSlots | None = None  # the baseline's slots (and graph), kept: ``keep``
         self.policy = judge.req.timing
         self.rng = random.Random(derive_seed(judge.timing_root, "order", case.name))
@@ -748,7 +748,10 @@ class CaseTimer:
         # A graph's pool holds its calls' outputs (and what they allocate besides: twice that).
         graph = self.mode["baseline"] == "graph"
         graph_bytes = self.counts["baseline"] * 2 * self.out_bytes if graph else 0
-        if not self.aside.take(baseline.total + graph_bytes):
+        # The last case's is always kept: no case after it needs the memory, and the clean
+        # phase comes after the candidate's memory is freed (so a candidate holding most of the
+        # GPU cannot send every case's clean phase to new memory).
+        if not self.last and not self.aside.take(baseline.total + graph_bytes):
             return
         self.judge._request("baseline", "keep", "timing", key=str(self.index))
         self.kept = baseline
@@ -893,7 +896,7 @@ def measure(judge: Judge) -> None:
     timers = []
     aside = SetAside.on_this_gpu()
     for index, case in enumerate(judge.cases):
-        timer = CaseTimer(judge, case, index, flush, aside)
+        timer = CaseTimer(judge, case, index, flush, aside, last=index == len(judge.cases) - 1)
         cases_out.append(timer.run())
         timers.append(timer)
     # The clean phase: the candidate's process and everything it started are killed, so no
@@ -904,9 +907,7 @@ def measure(judge: Judge) -> None:
     sides.kill_orphans_and_wait({judge.runners["baseline"].proc.pid})
     states["end"] = gpu_state.Reading()  # while the clean phase runs
     try:
-        for timer, record in zip(timers, cases_out, strict=True):
-            record["clean"] = timer.clean()
-            finish_case(judge, timer, record)
+        finish_cases(judge, timers, cases_out)
     finally:  # also when a case's check ends the evaluation: a retry's reader wants the clocks
         perf["gpu_state"] = {when: reading.result() for when, reading in states.items()}
     speedup, lo, hi = stats.geomean_speedup_ci(
@@ -926,6 +927,25 @@ def measure(judge: Judge) -> None:
     judge.result["wall_clock_check"] = {
         "passed": True, "blocks": sum(len(t.host_check) for t in timers),
         "note": "every block's event time is within the judge's own wall-clock time of it"}
+
+
+def finish_cases(judge: Judge, timers: list[CaseTimer], records: list[dict[str, Any]]) -> None:
+    """Each case's clean phase and checks, in order. An interference reading too small to blame
+    against new memory (where placement alone moves a call) waits for the other cases: one read
+    alone on its own memory, or any verdict, says more, and the reward service's blame for a
+    repeated reading needs it (``check_interference``)."""
+    unsure: JudgeFailure | None = None
+    for timer, record in zip(timers, records, strict=True):
+        record["clean"] = timer.clean()
+        try:
+            finish_case(judge, timer, record)
+        except JudgeFailure as exc:
+            if (exc.details.get("cause") != "interference_band" or unsure is not None
+                    or exc.details.get("placement") == "same"):
+                raise
+            unsure = exc
+    if unsure is not None:
+        raise unsure
 
 
 def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from aka_core.evaluation import runner as runner_mod
 from aka_core.evaluation import timing
+from aka_core.evaluation.failures import FailureKind, JudgeFailure
 from tests.evaluation.test_slot_setup import FakeJudge, patched_events, plans
 
 
@@ -30,6 +31,7 @@ def timer_with_slots(judge: Any, aside: timing.SetAside | None, index: int = 2,
                      mode: str = "graph") -> timing.CaseTimer:
     timer = object.__new__(timing.CaseTimer)
     timer.judge, timer.index, timer.aside, timer.kept = judge, index, aside, None
+    timer.last = False
     timer.slots = timing.open_slots(judge, plans())
     timer.counts = {"baseline": 3, "candidate": 5}
     timer.mode = {"baseline": mode, "candidate": mode}
@@ -62,6 +64,16 @@ def test_without_room_the_baseline_is_freed_as_before(events: list[str]) -> None
     assert timer.kept is None
     assert "baseline keep sent" not in events
     assert "baseline unmapped" in events and "baseline release sent" in events
+
+
+def test_the_last_case_is_kept_without_room(events: list[str]) -> None:
+    # No case after it needs the memory, and its clean phase comes after the candidate's memory
+    # is freed: a candidate holding most of the GPU cannot send it to new memory.
+    judge: Any = RequestingJudge(events)
+    timer = timer_with_slots(judge, timing.SetAside(0, lambda: 0.1))
+    timer.last = True
+    timer.keep()
+    assert timer.kept is not None and "baseline keep sent" in events
 
 
 def test_the_room_is_shared_by_the_cases() -> None:
@@ -165,3 +177,47 @@ def test_a_runner_asked_to_restore_what_it_never_kept_fails_that_request() -> No
     with pytest.raises(KeyError):
         runner.op_restore({"key": "7"})
     assert runner.graph == "graph 0"  # nothing of the current case was freed first
+
+
+def band(placement: str) -> JudgeFailure:
+    return JudgeFailure(FailureKind.INFRA_ERROR, f"band on {placement} memory; retry",
+                        cause="interference_band", placement=placement)
+
+
+@pytest.mark.parametrize(("verdicts", "raised"), [
+    # Against new memory, unsure: a later case on its own memory says more, or any verdict.
+    (["new", None, "same"], "band on same memory; retry"),
+    (["new", "interference", None], "slowed"),
+    (["new", None, None], "band on new memory; retry"),
+    (["same", "new", None], "band on same memory; retry"),
+    ([None, "interference", "new"], "slowed"),
+    ([None, None, None], None),
+])
+def test_a_reading_against_new_memory_waits_for_the_other_cases(
+        monkeypatch: pytest.MonkeyPatch, verdicts: list[str | None], raised: str | None) -> None:
+    cleaned: list[int] = []
+
+    class Timer:
+        def __init__(self, index: int):
+            self.index = index
+
+        def clean(self) -> dict[str, Any]:
+            cleaned.append(self.index)
+            return {"placement": verdicts[self.index] or "same"}
+
+    def finish(judge: Any, timer: Any, record: dict[str, Any]) -> None:
+        verdict = verdicts[timer.index]
+        if verdict == "interference":
+            raise JudgeFailure(FailureKind.INTERFERENCE, "slowed")
+        if verdict is not None:
+            raise band(verdict)
+
+    monkeypatch.setattr(timing, "finish_case", finish)
+    timers: Any = [Timer(i) for i in range(3)]
+    records: list[dict[str, Any]] = [{} for _ in range(3)]
+    if raised is None:
+        timing.finish_cases(None, timers, records)  # type: ignore[arg-type]
+        assert cleaned == [0, 1, 2]
+        return
+    with pytest.raises(JudgeFailure, match=raised):
+        timing.finish_cases(None, timers, records)  # type: ignore[arg-type]
