@@ -221,3 +221,25 @@ def test_a_reading_against_new_memory_waits_for_the_other_cases(
         return
     with pytest.raises(JudgeFailure, match=raised):
         timing.finish_cases(None, timers, records)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("placement", ["same", "new"])
+def test_a_cases_retry_says_on_which_memory_its_baseline_was_timed_alone(
+        monkeypatch: pytest.MonkeyPatch, placement: str) -> None:
+    # The baseline 5% slower beside the candidate (1.05 ms a call) than alone (1.00 ms).
+    monkeypatch.setattr(timing, "speed_of_light", lambda judge, case: None)
+    timer = object.__new__(timing.CaseTimer)
+    timer.case = type("Case", (), {"name": "c1"})()
+    timer.counts = {"baseline": 2, "candidate": 4}
+    timer.windows = {"baseline": [0.3 + 2 * 1.05] * 5, "candidate": [0.3 + 4 * 0.5] * 5}
+    timer.copy_ms = {"baseline": [1.0] * 5, "candidate": [1.0] * 5}
+    timer.flush_ms = {"baseline": [0.5] * 5, "candidate": [0.5] * 5}
+    judge: Any = type("Judge", (), {"req": type("Req", (), {"candidate": object()})()})()
+    record: dict[str, Any] = {"clean": {"windows_ms": [0.3 + 2 * 1.0] * 4,
+                                        "touch_windows_ms": [0.3] * 5, "placement": placement}}
+    with pytest.raises(JudgeFailure) as band:
+        timing.finish_case(judge, timer, record)
+    assert band.value.kind == FailureKind.INFRA_ERROR
+    assert band.value.details == {"cause": "interference_band", "placement": placement,
+                                  "case": "c1"}
+    assert record["interference"]["ratio"] == pytest.approx(1.05)
