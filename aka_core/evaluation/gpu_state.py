@@ -1,9 +1,11 @@
-"""The GPU's clocks, temperature and power, read at the start and the end of a timing phase.
+"""The GPU's clocks, temperature and power, read at the start, the end of the pairs and the end of
+a timing phase.
 
 A reader of a measurement wants to know whether the GPU ran at its usual clocks (a throttled or
 power-capped GPU times everything slow, both sides alike, and a clock that changed in the middle
 is worth knowing). ``nvidia-smi`` is asked for the judge's own GPU by UUID; where it is missing or
-fails, the record says so and the evaluation goes on: this is a description, not a check.
+fails, the record says so and the evaluation goes on: a description, not a check. Only the
+reward service reads it, to withhold a blame unless the clocks held (``steady``).
 """
 
 from __future__ import annotations
@@ -92,17 +94,21 @@ class Reading:
         return self._state if not self._thread.is_alive() else {"error": "nvidia-smi is late"}
 
 
+WHEN = ("start", "pairs_end", "end")  # a timing phase's readings (``timing.measure``)
+
+
 def steady(states: Any) -> bool:
-    """Whether a timing's ``start`` and ``end`` readings were both taken and show one SM clock
-    (within 1%) and no slowdown: then a difference between its phases is not the GPU's state.
-    Anything unread or unknown is not steady."""
+    """Whether a timing's readings (``WHEN``) were all taken and show one SM clock (within 1%)
+    and no slowdown: then a difference between its phases is not the GPU's state. Anything
+    unread or unknown is not steady."""
     try:
-        start, end = states["start"], states["end"]
-        if "error" in start or "error" in end:
+        readings = [states[when] for when in WHEN]
+        if any("error" in reading for reading in readings):
             return False
-        first, last = float(start["sm_mhz"]), float(end["sm_mhz"])
-        if abs(first - last) > 0.01 * max(first, last):
+        clocks = [float(reading["sm_mhz"]) for reading in readings]
+        if max(clocks) - min(clocks) > 0.01 * max(clocks):
             return False
-        return not any(int(str(s["clock_event_reasons"]), 16) & SLOWDOWNS for s in (start, end))
+        return not any(int(str(reading["clock_event_reasons"]), 16) & SLOWDOWNS
+                       for reading in readings)
     except (KeyError, TypeError, ValueError):
         return False

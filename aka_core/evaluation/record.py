@@ -325,9 +325,11 @@ class GpuState(OpenRecord):
 
 @attrs.frozen(kw_only=True)
 class GpuStates(OpenRecord):
-    """The GPU's state at the start and at the end of the timing phase."""
+    """The GPU's state at the start of the timing phase, at the end of its pairs (the longest
+    load), and at its end (the clean phase)."""
 
     start: GpuState | None = None
+    pairs_end: GpuState | None = None
     end: GpuState | None = None
 
 

@@ -899,6 +899,7 @@ def measure(judge: Judge) -> None:
         timer = CaseTimer(judge, case, index, flush, aside, last=index == len(judge.cases) - 1)
         cases_out.append(timer.run())
         timers.append(timer)
+    states["pairs_end"] = gpu_state.Reading()  # the longest load: a slowdown shows here first
     # The clean phase: the candidate's process and everything it started are killed, so no
     # kernel of it can still run; then the baseline alone.
     judge.runners["candidate"].kill()

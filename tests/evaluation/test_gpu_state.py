@@ -68,14 +68,19 @@ def test_a_reading_in_the_background_gives_its_result(monkeypatch: Any) -> None:
     assert "unknown" in gpu_state.Reading().result()["error"]
 
 
-def test_steady_means_both_read_one_clock_and_no_slowdown() -> None:
+def test_steady_means_every_reading_taken_one_clock_and_no_slowdown() -> None:
     ok = {"sm_mhz": 1980.0, "clock_event_reasons": "0x0000000000000000"}
     idle = {"sm_mhz": 1980.0, "clock_event_reasons": "0x0000000000000001"}  # not a slowdown
-    assert gpu_state.steady({"start": ok, "end": ok})
-    assert gpu_state.steady({"start": ok, "end": idle})
-    assert gpu_state.steady({"start": ok, "end": {**ok, "sm_mhz": 1970.0}})  # within 1%
-    for end in ({**ok, "sm_mhz": 1755.0}, {**ok, "clock_event_reasons": "0x0000000000000020"},
+
+    def states(pairs_end: dict, end: dict | None = None) -> dict:
+        return {"start": ok, "pairs_end": pairs_end, "end": end or ok}
+
+    assert gpu_state.steady(states(ok))
+    assert gpu_state.steady(states(ok, idle))
+    assert gpu_state.steady(states({**ok, "sm_mhz": 1970.0}))  # within 1%
+    for bad in ({**ok, "sm_mhz": 1755.0}, {**ok, "clock_event_reasons": "0x0000000000000020"},
                 {**ok, "clock_event_reasons": "0x0000000000000008"}, {"error": "late"},
                 {"sm_mhz": 1980.0}, {**ok, "sm_mhz": None}):
-        assert not gpu_state.steady({"start": ok, "end": end}), end
-    assert not gpu_state.steady(None) and not gpu_state.steady({"start": ok})
+        assert not gpu_state.steady(states(bad)), bad
+        assert not gpu_state.steady(states(ok, bad)), bad
+    assert not gpu_state.steady(None) and not gpu_state.steady({"start": ok, "end": ok})

@@ -53,7 +53,8 @@ FAKE_EVALUATOR = textwrap.dedent('''
         if outcome == "band":  # the baseline slower beside the candidate, too little to blame
             clocks = {"sm_mhz": 1980.0, "clock_event_reasons": "0x0000000000000000"}
             return {"status": "infra_error", "score": 0.0, "evaluation": {
-                "performance": {"gpu_state": {"start": clocks, "end": clocks}},
+                "performance": {"gpu_state": {"start": clocks, "pairs_end": clocks,
+                                              "end": clocks}},
                 "failure": {"kind": "infra_error",
                             "message": "case c1: the baseline ran 5.0% slower; retry",
                             "cause": "interference_band",

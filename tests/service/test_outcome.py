@@ -53,7 +53,8 @@ def band(placement: str, end: dict | None = None) -> dict:
     payload = record(status="infra_error", kind="infra_error")
     evaluation = payload["record"]["evaluation"]
     evaluation["failure"].update(cause="interference_band", placement=placement)
-    evaluation["performance"]["gpu_state"] = {"start": STEADY, "end": end or STEADY}
+    evaluation["performance"]["gpu_state"] = {"start": STEADY, "pairs_end": STEADY,
+                                              "end": end or STEADY}
     return payload
 
 
