@@ -682,11 +682,7 @@ class CaseTimer:
         est = {side: max((stats.median([self.block(side, inputs, audit=False) for _ in range(2)])
                           - o_est) / self.counts[side], 1e-4) for side in ("baseline", "candidate")}
         self.estimate_ms = max(est.values())
-        free, _ = torch.cuda.mem_get_info()
-        per_call = 3 * (self.region + ALIGN) + 3 * self.out_bytes
-        by_memory = int(MEMORY_FRACTION * free // max(per_call, 1))
-        if by_memory < 1:
-            raise JudgeFailure(INFRA, f"not enough free GPU memory to time case {self.case.name}")
+        by_memory = self.calls_that_fit(torch.cuda.mem_get_info()[0])
         # After a block the baseline could not enqueue, both sides' blocks stay within ``cap``
         # (as when they were one size: a candidate like its baseline is not failed for it).
         most = min(cap, MAX_CALLS, by_memory)
@@ -756,6 +752,19 @@ class CaseTimer:
         self.judge._request("baseline", "keep", "timing", key=str(self.index))
         self.kept = baseline
         del self.slots["baseline"]
+
+    def calls_that_fit(self, free: int) -> int:
+        """Calls whose slots fit ``MEMORY_FRACTION`` of ``free`` bytes. None fitting, with the
+        candidate's process alive, is judged as any out-of-memory error then is
+        (``Judge.memory_failure``): the candidate's where the GPU had room when the evaluation
+        began, so that holding memory cannot turn a timing into a retry."""
+        per_call = 3 * (self.region + ALIGN) + 3 * self.out_bytes
+        fits = int(MEMORY_FRACTION * free // max(per_call, 1))
+        if fits < 1:
+            short = MemoryError(f"out of memory: {free / 2**20:.0f} MiB free, {per_call / 2**20:.0f} "
+                                f"MiB needed to time case {self.case.name}")
+            raise self.judge.memory_failure(short) or JudgeFailure(INFRA, str(short))
+        return fits
 
     def baseline_calls(self, per_call_ms: float, count: int) -> int:
         """Calls in the baseline's blocks: ``block_ms`` of its own work, at most ``count`` (all

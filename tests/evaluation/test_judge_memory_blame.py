@@ -154,3 +154,22 @@ def test_orphans_are_waited_for_until_gone() -> None:
                           timeout=60, check=True)
     before, gone, after, seconds = done.stdout.split()
     assert int(before) >= 1 and gone == "True" and int(after) == 0 and float(seconds) < 5
+
+
+@pytest.mark.parametrize(("shared", "kind"), [(False, FailureKind.RESOURCES),
+                                              (True, FailureKind.INFRA_ERROR)])
+def test_slots_that_do_not_fit_beside_the_candidate_are_judged_as_its_memory(
+        monkeypatch: pytest.MonkeyPatch, shared: bool, kind: FailureKind) -> None:
+    # A candidate holding all but a sliver of the GPU left no room for a case's timing slots:
+    # that was a retry (infra_error) every time, a penalty dodged; now it is judged as any
+    # out-of-memory error while the candidate lives.
+    from aka_core.evaluation import timing
+
+    judge = judge_with(monkeypatch, [])
+    judge.result["device_memory"]["shared"] = shared
+    timer: Any = timing.CaseTimer.__new__(timing.CaseTimer)
+    timer.judge, timer.case, timer.region, timer.out_bytes = judge, Case(), 2**28, 2**28
+    assert timer.calls_that_fit(16 * 2**30) == 4  # 40% of 16 GiB, 1.5 GiB a call
+    with pytest.raises(JudgeFailure) as short:
+        timer.calls_that_fit(2**30)
+    assert short.value.kind == kind and "to time case large" in str(short.value)
