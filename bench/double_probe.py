@@ -23,17 +23,22 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load(task_id: str) -> tuple[Any, Any, Any]:
+def load(task_id: str, side: str = "baseline") -> tuple[Any, Any, Any]:
+    """The task, one side's function (``baseline``, or ``solution``: the stored solution's
+    entrypoint) and the task's inputs factory."""
     from aka_core.builtin.operator_tasks import load_task
     from aka_core.kits.python_backend import PythonBackend
     from aka_core.plugin.host import PluginHost
 
     task = load_task(ROOT / "tasks" / task_id, task_id, PluginHost())
     loader = PythonBackend()
-    package = "aka_probe_" + task_id.replace("/", "_")
-    baseline = loader.load_callable(task.root, task.baseline, package)
-    inputs = loader.load_callable(task.root, task.inputs, package)
-    return task, baseline, inputs
+    package = f"aka_probe_{side}_" + task_id.replace("/", "_")
+    if side == "baseline":
+        fn = loader.load_callable(task.root, task.baseline, package)
+    else:
+        fn = loader.load_callable(ROOT / "tests" / "solutions" / task_id, task.entrypoint, package)
+    inputs = loader.load_callable(task.root, task.inputs, package + "_inputs")
+    return task, fn, inputs
 
 
 def graph_of(calls: list[Any]) -> Any:

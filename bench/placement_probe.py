@@ -35,22 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from double_probe import graph_of  # noqa: E402
-
-
-def load(task_id: str, side: str) -> tuple[Any, Any, Any]:
-    from aka_core.builtin.operator_tasks import load_task
-    from aka_core.kits.python_backend import PythonBackend
-    from aka_core.plugin.host import PluginHost
-
-    task = load_task(ROOT / "tasks" / task_id, task_id, PluginHost())
-    loader = PythonBackend()
-    package = f"aka_placement_{side}_" + task_id.replace("/", "_")
-    root = task.root if side == "baseline" else ROOT / "tests" / "solutions" / task_id
-    fn = loader.load_callable(root, task.baseline if side == "baseline" else task.entrypoint,
-                              package)
-    inputs = loader.load_callable(task.root, task.inputs, package + "_inputs")
-    return task, fn, inputs
+from double_probe import graph_of, load  # noqa: E402
 
 
 def spread(values: list[float]) -> float:
