@@ -177,6 +177,9 @@ class TimingPolicy:
     baseline_blocks: Literal["own", "shared"] = "own"
     """``own``: the baseline's blocks aim at ``block_ms`` of its own work; ``shared``: as many
     calls as the candidate's (a slower baseline then times blocks that much longer)."""
+    placements: int = 3
+    """Sets of slots (and graphs) per side, each at memory of its own, that a case's pairs rotate
+    over (fewer where memory is short; 1: one placement per side, as before 2026-12-06)."""
 
 
 @attrs.frozen(kw_only=True)

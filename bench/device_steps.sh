@@ -87,6 +87,8 @@
 #   bash bench/device_steps.sh 42    # the clean phase on the baseline's own memory (kept from its
 #                                    # pairs): step 41's A/A again (false interference gone?), then
 #                                    # the service (on an H200 with the serial scores: issue 13)
+#   bash bench/device_steps.sh 43    # placements (pairs rotate over 3 per side): step 41's A/A,
+#                                    # the timing exploits, issue 13's table with serial scores
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -108,7 +110,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 42}"
+step="${1:?step 1 to 43}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -618,5 +620,30 @@ PY
       --deadline-s "${SERVICE_DEADLINE_S:-$deadline}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
     ;;
-  *) echo "step 1 to 42" >&2; exit 2 ;;
+  43)
+    # Placements: each side's pairs rotate over 3 sets of slots and graphs at memory of their
+    # own (timing.placements). Step 41 again (H100 12-06d without them: A/A worst 1.143%,
+    # transpose's CI held 1.0 in 0 of 3), the timing exploits, then issue 13's table.
+    python3 bench/gpu_bench.py --out "$out/aa" --sections aa --aa-repeats 3 --jobs 1 \
+      --tasks triton2triton/softmax triton2triton/silu_and_mul cuda2cuda/transpose \
+      --deadline-s 150 2>&1 | tail -8
+    python3 - "$out/aa/bench.json" <<'PY'
+import json, sys
+for task, runs in json.load(open(sys.argv[1]))["aa"].items():
+    for run in runs:
+        print(task, run.get("speedup"), run.get("ci95"),
+              (run.get("failure") or {}).get("message", "")[:90],
+              [(c.get("placements"), c.get("pairs"), c.get("stop_reason"),
+                round(c.get("speedup") or 0, 4), round(c.get("interference") or 0, 4))
+               for c in run.get("cases") or []])
+PY
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 60 \
+      --exploits skip_calls_past_the_baselines_block correct_only_when_checked \
+      skip_a_sliver_when_timed stall_large_blocks 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    AKA_KERNEL_CACHE=/tmp/kernel-store-43 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 4 --single-gap 6 \
+      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+    ;;
+  *) echo "step 1 to 43" >&2; exit 2 ;;
 esac

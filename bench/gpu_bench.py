@@ -159,10 +159,11 @@ def perf_summary(result: dict[str, Any]) -> dict[str, Any]:
                                             "ci95", "baseline_median_ms", "candidate_median_ms",
                                             "stop_reason", "speed_of_light_ms",
                                             "calls_per_block", "launch_queue", "graph_resized",
-                                            "seconds")}
+                                            "seconds", "placements", "pair_placements")}
                      # The baseline beside the candidate against alone, and on which memory.
                      | {"interference": (c.get("interference") or {}).get("ratio"),
-                        "clean_placement": (c.get("clean") or {}).get("placement")}
+                        "clean_placement": (c.get("clean") or {}).get("placement"),
+                        "samples_ms": c.get("samples_ms")}
                      for c in perf.get("cases", [])],
            "wall_clock_check": ev.get("wall_clock_check", {}).get("passed")}
     if ev.get("failure"):

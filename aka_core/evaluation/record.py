@@ -186,6 +186,8 @@ class CleanPhase(OpenRecord):
     placement: str | None = None
     """``same``: on the arena and graph of the case's pairs (kept for it); ``new``: on new ones
     (no room was left to keep them)."""
+    placements: list[int] | None = None
+    """The placement each clean block ran on (``same``: those of the pairs, in turn)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -254,6 +256,12 @@ class PerformanceCase(OpenRecord):
     the new blocks, the earlier ones were timed)."""
     launch_queue: list[LaunchQueueRelease] | None = None
     """Blocks the baseline could not enqueue (released untimed), in order."""
+    placements: int | None = None
+    """Sets of slots (and graphs) per side the pairs rotated over, each at memory of its own:
+    where a call's buffers lie moves its time (``timing.placements``; fewer where memory was
+    short)."""
+    pair_placements: list[int] | None = None
+    """The placement each pair ran on, in order (rounds of every placement, order drawn)."""
     stop_reason: str | None = None
     """``ci_target``, ``max_pairs``, ``time_cap`` or ``phase_limit``."""
     audits: int | None = None

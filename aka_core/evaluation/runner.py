@@ -16,7 +16,9 @@ output region of its arena (``setup``'s ``out``), so that no memory of the basel
 reachable by a handle another process could guess. Timed blocks: on ``arm``, the runner enqueues
 on its stream a wait for the judge's "go" word in the arena, then ``count`` calls (or one replay of
 a captured CUDA graph of them), then a write of the "done" word, and answers at once (after the
-block, the baseline copies the outputs of the calls the judge audits on ``copy_out``). The
+block, the baseline copies the outputs of the calls the judge audits on ``copy_out``). An arena
+may hold several *placements* of the slots (``per_placement`` slots each, at offsets the judge
+chose), each with a graph of its own: ``arm`` names the one a block runs on. The
 judge, whose clock this is, starts its timing event, copies the block's fresh inputs into the
 arena, writes "go", waits for "done" and stops its event. After a case's pairs the baseline's
 runner sets its arena and graph aside (``keep``) until the clean phase makes them current again
@@ -65,8 +67,9 @@ class Runner:
         self.device = "cpu"
         self.arena: Any = None
         self.slots: list[dict[str, Any]] = []
-        self.graph: Any = None
-        self.graph_outputs: list[list[Any]] = []
+        self.per_placement = 0  # slots of one placement: ``slots`` holds each placement's in turn
+        self.graphs: list[Any] = []  # one captured graph per placement
+        self.graph_outputs: list[list[list[Any]]] = []  # per placement, per call
         self.kept: list[list[Any]] = []
         self.last_calls: list[list[Any]] = []
         self.exports: dict[int, bytes] = {}
@@ -327,6 +330,7 @@ class Runner:
 
         self.op_release({})
         self.arena = cuda_ipc.Arena(int(command["nbytes"]))
+        self.per_placement = int(command.get("per_placement") or len(command["slots"]))
         self.arena.bytes[:256].zero_()
         out = command.get("out") or [0, 0]
         self.out_region = (int(out[0]), int(out[1]))
@@ -358,25 +362,36 @@ class Runner:
         self.reply(ok=True, arena_fd=tag, nbytes=self.arena.nbytes)
 
     def op_capture(self, command: Mapping[str, Any]) -> None:
-        """Capture one CUDA graph of a call on each of the first ``count`` slots."""
+        """Capture, per placement, one CUDA graph of a call on each of its first ``count`` slots
+        (each graph's outputs in a pool of its own), then replay each once, untimed: a graph's
+        first launch uploads it, which no timed block should pay."""
         import torch
 
         count = int(command["count"])
+        starts = range(0, len(self.slots), self.per_placement or len(self.slots) or 1)
         warm = torch.cuda.Stream()
         warm.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(warm):
             for slot in self.slots[:count]:
                 self.fn(**slot)  # type: ignore[misc]
         torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        outputs = []
-        with torch.cuda.graph(graph, stream=self.stream):
-            for slot in self.slots[:count]:
-                outputs.append(self.fn(**slot))  # type: ignore[misc]
+        graphs, calls = [], []
+        for start in starts:
+            graph = torch.cuda.CUDAGraph()
+            outputs = []
+            with torch.cuda.graph(graph, stream=self.stream):
+                for slot in self.slots[start: start + count]:
+                    outputs.append(self.fn(**slot))  # type: ignore[misc]
+            graphs.append(graph)
+            calls.append([_tensors(o) for o in outputs])
         torch.cuda.synchronize()
-        self.graph, self.graph_outputs = graph, [_tensors(o) for o in outputs]
+        with torch.cuda.stream(self.stream):
+            for graph in graphs:
+                graph.replay()
+        torch.cuda.synchronize()
+        self.graphs, self.graph_outputs = graphs, calls
         self.reply(ok=True, outputs=None if self.out_region[1] else [
-            [self._export(t) for t in call] for call in self.graph_outputs])
+            [[self._export(t) for t in call] for call in placed] for placed in calls])
 
     def op_arm(self, command: Mapping[str, Any]) -> None:
         """Enqueue a timed block behind the judge's "go" word; answer before it runs."""
@@ -385,6 +400,7 @@ class Runner:
         from aka_core.evaluation import cuda_ipc
 
         n, count = int(command["n"]), int(command["count"])
+        placement = int(command.get("placement", 0))
         stream = self.stream.cuda_stream
         self.kept = []
         cuda_ipc.stream_wait_at_least(stream, self.arena.ptr + GO_OFFSET, n)
@@ -392,10 +408,12 @@ class Runner:
         outputs = None
         with torch.cuda.stream(self.stream):
             if command.get("graph"):
-                self.graph.replay()
-                calls = self.graph_outputs
+                self.graphs[placement].replay()
+                calls = self.graph_outputs[placement]
             else:
-                self.kept = [self.fn(**slot) for slot in self.slots[:count]]  # type: ignore[misc]
+                start = placement * self.per_placement
+                self.kept = [self.fn(**slot)  # type: ignore[misc]
+                             for slot in self.slots[start: start + count]]
                 calls = [_tensors(o) for o in self.kept]
                 if not self.out_region[1]:
                     outputs = [[self._export(t) for t in call] for call in calls]
@@ -443,10 +461,10 @@ class Runner:
         placement in GPU memory alone moved a call's time by up to 7%, which the clean phase
         would otherwise read as the candidate's interference)."""
         self._sync()
-        self.set_aside[str(command["key"])] = (self.arena, self.slots, self.out_region,
-                                               self.graph, self.graph_outputs)
-        self.arena, self.slots, self.out_region = None, [], (0, 0)
-        self.graph, self.graph_outputs = None, []
+        self.set_aside[str(command["key"])] = (self.arena, self.slots, self.per_placement,
+                                               self.out_region, self.graphs, self.graph_outputs)
+        self.arena, self.slots, self.per_placement, self.out_region = None, [], 0, (0, 0)
+        self.graphs, self.graph_outputs = [], []
         self.kept, self.last_calls, self.exports = [], [], {}
         self.reply(ok=True)
 
@@ -454,16 +472,18 @@ class Runner:
         """The arena and graph set aside under ``key`` current again (the current ones freed)."""
         aside = self.set_aside.pop(str(command["key"]))
         self.op_release({})
-        self.arena, self.slots, self.out_region, self.graph, self.graph_outputs = aside
+        (self.arena, self.slots, self.per_placement, self.out_region, self.graphs,
+         self.graph_outputs) = aside
         self.reply(ok=True, nbytes=self.arena.nbytes if self.arena is not None else 0)
 
     def op_release(self, command: Mapping[str, Any]) -> None:
         self.out_region = (0, 0)
         self.last_calls = []
-        self.graph = None
+        self.graphs = []
         self.graph_outputs = []
         self.kept = []
         self.slots = []
+        self.per_placement = 0
         self.exports = {}
         if self.arena is not None:
             self._sync()

@@ -4,6 +4,12 @@ A case's speedup is the median of per-pair ratios baseline/candidate (each pair 
 on the same inputs): drift in clocks or temperature cancels within a pair, which makes it far
 steadier than a ratio of two separately taken medians (docs/measurement.md). The run's speedup is
 the geometric mean over cases, with a percentile-bootstrap 95% CI that resamples pairs per case.
+
+Where a case's pairs ran on several *placements* (each side's calls on memory of their own per
+placement: where a call's buffers lie moved a baseline by up to 7% on an H100, and nothing within
+one placement shows it), the case's speedup is the mean over placements of each placement's
+median ratio, its CI also spans the placements' medians, and the bootstrap resamples placements
+before their pairs: pairs of one placement are not independent samples of where memory lies.
 """
 
 from __future__ import annotations
@@ -62,26 +68,76 @@ def relative_ci_halfwidth(baseline: Sequence[float], candidate: Sequence[float])
     return (hi - lo) / 2 / s
 
 
+def by_placement(values: Sequence[float], placements: Sequence[int]) -> list[list[float]]:
+    """``values`` grouped by their placement, in the placements' order."""
+    groups: dict[int, list[float]] = {}
+    for value, where in zip(values, placements, strict=True):
+        groups.setdefault(where, []).append(value)
+    return [groups[key] for key in sorted(groups)]
+
+
+def placed_speedup(baseline: Sequence[float], candidate: Sequence[float],
+                   placements: Sequence[int] | None = None) -> tuple[float, float, float]:
+    """(speedup, ci_low, ci_high) of a case whose pairs ran on ``placements`` (one per pair).
+
+    One placement: ``paired_speedup``. Several: the mean over placements of their median log
+    ratios, so that each placement weighs the same; the CI is the pairs' distribution-free CI
+    widened to every placement's median (where memory lies is sampled by a few placements only:
+    more pairs on them would narrow a CI over pairs, not the spread between them)."""
+    logs = log_ratios(baseline, candidate)
+    groups = by_placement(logs, placements) if placements is not None else [logs]
+    if len(groups) < 2:
+        lo, hi = median_ci(logs)
+        return math.exp(median(logs)), math.exp(lo), math.exp(hi)
+    medians = [median(g) for g in groups]
+    lo, hi = median_ci(logs)
+    return (math.exp(sum(medians) / len(medians)), math.exp(min(lo, *medians)),
+            math.exp(max(hi, *medians)))
+
+
+def within_ci_halfwidth(baseline: Sequence[float], candidate: Sequence[float],
+                        placements: Sequence[int] | None = None) -> float:
+    """Half the CI width, relative, of what more pairs can still narrow: the pairs' spread
+    around their own placement's median (all of it with one placement). The spread between
+    placements is reported in the CI (``placed_speedup``), not chased with pairs that cannot
+    narrow it."""
+    logs = log_ratios(baseline, candidate)
+    groups = by_placement(logs, placements) if placements is not None else [logs]
+    if len(groups) < 2:
+        return relative_ci_halfwidth(baseline, candidate)
+    residuals = [x - median(g) for g in groups for x in g]
+    lo, hi = median_ci(residuals)
+    return (math.exp(hi) - math.exp(lo)) / 2
+
+
 def geomean(values: Sequence[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def geomean_speedup_ci(
-    cases: Sequence[tuple[Sequence[float], Sequence[float]]],
+    cases: Sequence[tuple[Sequence[float], Sequence[float]]
+                    | tuple[Sequence[float], Sequence[float], Sequence[int] | None]],
     replicates: int = 1000,
     seed: int = 0,
 ) -> tuple[float, float, float]:
-    """Geometric mean of per-case speedups with a percentile-bootstrap 95% CI."""
-    per_case_logs = [log_ratios(b, c) for b, c in cases]
-    point = math.exp(sum(median(lr) for lr in per_case_logs) / len(per_case_logs))
+    """Geometric mean of per-case speedups with a percentile-bootstrap 95% CI. A case may carry
+    its pairs' placements (a third item): its estimate is then the mean of its placements'
+    medians (``placed_speedup``), and a replicate draws placements, then pairs within each."""
+    per_case: list[list[list[float]]] = []
+    for case in cases:
+        logs = log_ratios(case[0], case[1])
+        placements = case[2] if len(case) > 2 else None  # type: ignore[misc]
+        per_case.append(by_placement(logs, placements) if placements is not None else [logs])
+    point = math.exp(sum(sum(median(g) for g in groups) / len(groups) for groups in per_case)
+                     / len(per_case))
     rng = random.Random(seed)
     estimates = []
     for _ in range(replicates):
         total = 0.0
-        for logs in per_case_logs:
-            sample = rng.choices(logs, k=len(logs))
-            total += median(sample)
-        estimates.append(total / len(per_case_logs))
+        for groups in per_case:
+            drawn = rng.choices(groups, k=len(groups)) if len(groups) > 1 else groups
+            total += sum(median(rng.choices(g, k=len(g))) for g in drawn) / len(drawn)
+        estimates.append(total / len(per_case))
     estimates.sort()
     lo = estimates[int(0.025 * (replicates - 1))]
     hi = estimates[math.ceil(0.975 * (replicates - 1))]

@@ -94,6 +94,7 @@ AUDIT_L2_SLACK = 1.05  # the relative-L2 bound on a sample (an estimate) is this
 BLOCK_SECONDS_MIN = 20.0
 FIT_FROM = 64  # graph blocks of more calls (calls under ~30 us) are sized from graph replays
 FIT_CALLS = 128  # graph blocks that time a replayed call before blocks are sized from it
+PLACEMENT_GAP = 2 << 20  # at most this many bytes (drawn) before each further placement's slots
 
 
 class L2Reader:
@@ -123,14 +124,24 @@ class SideSlots:
         self.region = plan.region
         self.out_start, self.out_each = plan.size, plan.out_each
         self.total = plan.total
+        self.starts = plan.starts
         self.arena = map_runner_arena(judge, plan.side, reply, plan.total)
-        self.inputs_bytes = self.arena.bytes[CTRL_BYTES: plan.size]
         self.reader = OutputReader(plan.side)
         if self.out_each:
             self.reader.region = (self.arena.bytes, plan.size, plan.total)
         self.graph = False
-        self.outputs: list[list[Any]] | None = None
+        # The candidate's graphs' outputs, per placement, per call.
+        self.outputs: list[list[list[Any]]] | None = None
         self.counter = 0
+
+    @property
+    def placements(self) -> int:
+        return len(self.starts)
+
+    def inputs_of(self, placement: int) -> Any:
+        """The bytes of ``placement``'s input slots (where a block on it gets its inputs)."""
+        start = self.starts[placement]
+        return self.arena.bytes[start: start + self.region * self.count]
 
     @property
     def go(self) -> int:
@@ -143,6 +154,12 @@ class SideSlots:
     def copy_request(self, chosen: list[int]) -> list[list[int]]:
         """Where the baseline copies the outputs of each audited call."""
         return [[j, self.out_start + k * self.out_each] for k, j in enumerate(chosen)]
+
+    def placed_views(self, descs: Any) -> list[list[list[Any]]]:
+        """Each placement's graph outputs (a capture's answer), checked like ``views``."""
+        if not isinstance(descs, list) or len(descs) != self.placements:
+            raise _violation(self.side, f"expected the outputs of {self.placements} placements")
+        return [self.views(placed) for placed in descs]
 
     def views(self, descs: Any) -> list[list[Any]]:
         from aka_core.evaluation import protocol
@@ -158,7 +175,6 @@ class SideSlots:
     def unmap(self) -> None:
         """The judge lets go of the runner's memory (before the runner frees it: ``release``)."""
         self.outputs = None
-        self.inputs_bytes = None
         self.reader.close()
         self.arena.close()
 
@@ -166,17 +182,30 @@ class SideSlots:
 @attrs.frozen
 class SlotPlan:
     """What ``setup`` asks one runner for: ``count`` input slots of ``region`` bytes after the
-    control words, and (the baseline's) room for the copies of its audited calls' outputs."""
+    control words, once per placement (``gaps``: the bytes before each placement's slots, so
+    that no two placements lie alike), and (the baseline's) room for the copies of its audited
+    calls' outputs."""
 
     side: str
     layout: Mapping[str, Any]
     region: int
     count: int
     out_bytes: int
+    gaps: tuple[int, ...] = (0,)
+
+    @property
+    def starts(self) -> list[int]:
+        """Where each placement's first slot lies in the arena."""
+        starts, at = [], CTRL_BYTES
+        for gap in self.gaps:
+            at += gap
+            starts.append(at)
+            at += self.region * self.count
+        return starts
 
     @property
     def size(self) -> int:
-        return CTRL_BYTES + self.region * self.count
+        return CTRL_BYTES + sum(self.gaps) + self.region * self.count * len(self.gaps)
 
     @property
     def out_each(self) -> int:
@@ -188,9 +217,11 @@ class SlotPlan:
         return self.size + AUDITS_PER_BLOCK * self.out_each
 
     def send(self, judge: Judge) -> None:
-        slots = [shifted(self.layout, CTRL_BYTES + j * self.region) for j in range(self.count)]
+        slots = [shifted(self.layout, start + j * self.region)
+                 for start in self.starts for j in range(self.count)]
         out = [self.size, self.total - self.size] if self.out_each else None
-        judge._send(self.side, "setup", "timing", nbytes=self.total, slots=slots, out=out)
+        judge._send(self.side, "setup", "timing", nbytes=self.total, slots=slots, out=out,
+                    per_placement=self.count)
 
 
 def open_slots(judge: Judge, plans: list[SlotPlan]) -> dict[str, SideSlots]:
@@ -301,6 +332,8 @@ class CaseTimer:
     def reset(self) -> None:
         """What a timing of the case accumulates (again from nothing after a released block)."""
         self.windows: dict[str, list[float]] = {"baseline": [], "candidate": []}
+        self.pair_placements: list[int] = []  # the placement each pair's blocks ran on
+        self.placements, self.placement = 1, 0
         self.touch_windows: list[float] = []
         self.copy_ms: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self.flush_ms: dict[str, list[float]] = {"baseline": [], "candidate": []}
@@ -317,18 +350,36 @@ class CaseTimer:
         self.mode = {"baseline": "eager", "candidate": "eager"}
 
     # ------------------------------------------------------------------ set-up
-    def allocate(self, count: int, baseline: int | None = None) -> None:
+    def allocate(self, count: int, baseline: int | None = None, placements: int = 1) -> None:
         """Slots for blocks of ``count`` calls (the candidate's, and the stage's inputs), and of
         ``baseline`` calls (at most ``count``; default as many) for the baseline: each side's
         blocks aim at ``block_ms`` of its own work, so a baseline 10x slower than the candidate
-        is not timed on blocks 10x longer (that was most of such a case's GPU time)."""
+        is not timed on blocks 10x longer (that was most of such a case's GPU time). Each side
+        gets ``placements`` sets of them, a drawn gap before each further one."""
         self.release()
         self.count = count
         self.counts = {"candidate": count, "baseline": min(count, baseline or count)}
+        self.placements, self.placement = placements, 0
         self.make_stage()
+        draw = random.Random(derive_seed(self.judge.timing_root, "gaps", self.case.name, count))
         self.slots = open_slots(self.judge, [
-            SlotPlan(side, self.layout, self.region, self.counts[side], self.out_aligned)
+            SlotPlan(side, self.layout, self.region, self.counts[side], self.out_aligned,
+                     (0, *(draw.randrange(PLACEMENT_GAP // ALIGN) * ALIGN
+                           for _ in range(placements - 1))))
             for side in ("baseline", "candidate")])
+
+    def free_memory(self) -> int:
+        import torch
+
+        return int(torch.cuda.mem_get_info()[0])
+
+    def placements_that_fit(self, count: int, baseline: int, free: int) -> int:
+        """The placements the policy asks for, as many as fit ``MEMORY_FRACTION`` of ``free``
+        bytes: both sides' slots and their graphs' outputs (twice them) once per placement."""
+        per = ((count + baseline) * (self.region + 2 * self.out_bytes + ALIGN) + PLACEMENT_GAP
+               + AUDITS_PER_BLOCK * self.out_aligned)
+        fits = int(MEMORY_FRACTION * free // max(per, 1))
+        return max(1, min(self.policy.placements, fits))
 
     def make_stage(self) -> None:
         """The judge's private copy of a block's inputs, laid out like a runner's slots."""
@@ -387,7 +438,9 @@ class CaseTimer:
                 for name, view in views.items():
                     view.copy_(inputs[name])
         for side in sides:
-            self.slots[side].inputs_bytes.copy_(self.stage_for(side))
+            slots = self.slots[side]
+            for placement in range(slots.placements):
+                slots.inputs_of(placement).copy_(self.stage_for(side))
         torch.cuda.synchronize()
 
     def stage_for(self, side: str) -> Any:
@@ -411,7 +464,8 @@ class CaseTimer:
         try:
             reply = self.judge.runners["candidate"].request("capture", ARM_SECONDS,
                                                              count=self.counts["candidate"])
-            self.slots["candidate"].outputs = self.slots["candidate"].views(reply.get("outputs"))
+            candidate = self.slots["candidate"]
+            candidate.outputs = candidate.placed_views(reply.get("outputs"))
             self.mode["candidate"] = "graph"
         except SideFailure as exc:
             if exc.kind != RAISED:
@@ -462,7 +516,7 @@ class CaseTimer:
                                        "few)") from None
                 raise judge.side_failure(side, exc, "timing") from None
             clock("arm")
-            outputs = slots.outputs
+            outputs = slots.outputs[self.placement] if slots.outputs is not None else None
             if not touch and self.mode[side] == "eager" and not slots.out_each:
                 outputs = slots.views(reply.get("outputs"))
             wrong = {j: checking.structure_differs(outputs[j], self.expected)
@@ -475,7 +529,7 @@ class CaseTimer:
             with torch.cuda.stream(self.stream):
                 e0.record(self.stream)
                 if not touch:
-                    slots.inputs_bytes.copy_(self.stage_for(side))
+                    slots.inputs_of(self.placement).copy_(self.stage_for(side))
                 # After the copy: the read evicts the inputs' lines the copy left dirty in L2
                 # (written back here, not inside the window) and everything else; the window
                 # starts with nothing of the block cached.
@@ -558,7 +612,7 @@ class CaseTimer:
         quick = side == "baseline" and count > 1
         try:
             return runner.request("arm", ARM_QUEUE_SECONDS if quick else ARM_SECONDS, n=n,
-                                  count=count, graph=graph)
+                                  count=count, graph=graph, placement=self.placement)
         except SideFailure as exc:
             if not (quick and exc.kind == FailureKind.TIMEOUT):
                 raise
@@ -649,7 +703,9 @@ class CaseTimer:
         return checking.with_l2_slack(self.judge.req.tolerance, AUDIT_L2_SLACK)
 
     def slot_inputs(self, side: str, j: int) -> dict[str, Any]:
-        return arena_views(self.slots[side].arena.bytes, self.layout, CTRL_BYTES + j * self.region)
+        slots = self.slots[side]
+        return arena_views(slots.arena.bytes, self.layout,
+                           slots.starts[self.placement] + j * self.region)
 
     # ------------------------------------------------------------------ the case
     def run(self) -> dict[str, Any]:
@@ -668,7 +724,6 @@ class CaseTimer:
 
     def run_blocks(self, cap: int) -> dict[str, Any]:
         """The case timed with blocks of at most ``cap`` calls."""
-        import torch
 
         judge = self.judge
         self.allocate(min(ESTIMATE_CALLS, cap))
@@ -682,22 +737,33 @@ class CaseTimer:
         est = {side: max((stats.median([self.block(side, inputs, audit=False) for _ in range(2)])
                           - o_est) / self.counts[side], 1e-4) for side in ("baseline", "candidate")}
         self.estimate_ms = max(est.values())
-        by_memory = self.calls_that_fit(torch.cuda.mem_get_info()[0])
+        by_memory = self.calls_that_fit(self.free_memory())
         # After a block the baseline could not enqueue, both sides' blocks stay within ``cap``
         # (as when they were one size: a candidate like its baseline is not failed for it).
         most = min(cap, MAX_CALLS, by_memory)
         count = int(min(most, max(2, math.ceil(self.policy.block_ms / min(est.values())))))
         # The candidate's blocks sized on the faster side (a candidate cannot make its own
         # blocks shorter), the baseline's on its own estimate: never longer.
-        self.allocate(count, self.baseline_calls(est["baseline"], count))
+        baseline = self.baseline_calls(est["baseline"], count)
+        self.allocate(count, baseline, self.placements_that_fit(count, baseline,
+                                                                self.free_memory()))
         self.choose_mode()
         count = self.fit_graph_blocks(count, most, o_est)
         self.record.update(calls_per_block=count, estimate_ms=est,
-                           baseline_calls_per_block=self.counts["baseline"])
+                           baseline_calls_per_block=self.counts["baseline"],
+                           placements=self.placements)
         started = time.monotonic()
         stop_reason = "max_pairs"
         pair = 0
+        rounds = self.placements
+        order_of_round: list[int] = []
         while pair < self.policy.max_pairs:
+            # Rounds: every placement once per round, in an order drawn from the secret.
+            if pair % rounds == 0:
+                order_of_round = list(range(rounds))
+                self.rng.shuffle(order_of_round)
+            self.placement = order_of_round[pair % rounds]
+            self.pair_placements.append(self.placement)
             inputs = self.fresh_inputs(pair)
             order = ["baseline", "candidate"]
             if self.rng.random() < 0.5:
@@ -710,18 +776,24 @@ class CaseTimer:
             if judge.remaining() < 0.25 * judge.limit and pair >= 5:
                 stop_reason = "phase_limit"  # leave time for the other cases and the clean phase
                 break
-            # Checked after every pair from min_pairs on: the CI leaves out one pair at each end
-            # from 9 pairs, two from 12 (stats.median_ci_rank), so one stray pair among the
-            # first five costs four more pairs, not ten.
-            if pair >= self.policy.min_pairs:
+            # Checked after every pair (every round) from min_pairs (two rounds) on: the CI
+            # leaves out one pair at each end from 9 pairs, two from 12 (stats.median_ci_rank),
+            # so one stray pair among the first five costs four more pairs, not ten. With
+            # several placements, what pairs can narrow is their spread within placements; the
+            # spread between placements is the CI's, as measured.
+            if (pair >= self.policy.min_pairs and pair % rounds == 0
+                    and (rounds == 1 or pair >= 2 * rounds)):
                 b, c = self.samples(o_est)
-                if stats.relative_ci_halfwidth(b, c) * 100 <= self.policy.target_ci_percent:
+                if (stats.within_ci_halfwidth(b, c, self.pair_placements) * 100
+                        <= self.policy.target_ci_percent):
                     stop_reason = "ci_target"
                     break
                 if time.monotonic() - started > self.policy.max_seconds_per_case:
                     stop_reason = "time_cap"
                     break
+        self.placement = 0
         self.record.update(pairs=pair, stop_reason=stop_reason, audits=self.audits,
+                           pair_placements=self.pair_placements,
                            audit_sample_elements=AUDIT_SAMPLE,
                            seconds=round(time.monotonic() - started, 3),
                            windows_ms=self.windows, overhead_interleaved_ms=o_est,
@@ -743,7 +815,8 @@ class CaseTimer:
             return
         # A graph's pool holds its calls' outputs (and what they allocate besides: twice that).
         graph = self.mode["baseline"] == "graph"
-        graph_bytes = self.counts["baseline"] * 2 * self.out_bytes if graph else 0
+        graph_bytes = (self.counts["baseline"] * 2 * self.out_bytes * baseline.placements
+                       if graph else 0)
         # The last case's is always kept: no case after it needs the memory, and the clean
         # phase comes after the candidate's memory is freed (so a candidate holding most of the
         # GPU cannot send every case's clean phase to new memory).
@@ -818,7 +891,9 @@ class CaseTimer:
         """Slots for ``size`` calls (the baseline's: ``baseline``) and both sides captured again;
         ``size`` if both replay it as a graph, else -1 (the modes are then what the capture
         allowed)."""
-        self.allocate(size, baseline)
+        free = self.free_memory() + sum(s.total for s in self.slots.values())
+        self.allocate(size, baseline, self.placements_that_fit(
+            size, min(size, baseline or size), free))
         self.mode = {"baseline": "eager", "candidate": "eager"}
         for key in ("method", "graph_fallback", "candidate_method", "candidate_graph_failure"):
             self.record.pop(key, None)
@@ -846,7 +921,8 @@ class CaseTimer:
     # ------------------------------------------------------------------ the clean phase
     def clean(self) -> dict[str, Any]:
         """The baseline alone (the candidate's process is gone): its time and ``o``, on the
-        memory and graph of its blocks beside the candidate where they were kept (``keep``)."""
+        memory and graph of its blocks beside the candidate where they were kept (``keep``),
+        its blocks in turn on each placement its pairs ran on."""
         kept, self.kept = self.kept, None
         if kept is not None:
             self.judge._request("baseline", "restore", "timing", key=str(self.index))
@@ -854,6 +930,7 @@ class CaseTimer:
         else:
             self.slots = open_slots(self.judge, [SlotPlan(
                 "baseline", self.layout, self.region, self.counts["baseline"], self.out_aligned)])
+        placements = self.slots["baseline"].placements
         self.count = self.counts["baseline"]  # the stage: the baseline's calls only
         self.make_stage()
         # One set of fresh inputs for every clean block: the baseline is trusted code (it keeps
@@ -863,14 +940,17 @@ class CaseTimer:
         if kept is None and self.mode["baseline"] == "graph":
             self.prime("baseline", fresh=False)
             self.judge._request("baseline", "capture", "timing", count=self.counts["baseline"])
-        windows, touches = [], []
-        for block in range(CLEAN_BLOCKS):
+        windows, touches, where = [], [], []
+        for block in range(max(CLEAN_BLOCKS, placements)):
+            self.placement = block % placements
+            where.append(self.placement)
             touches.append(self.block("baseline", None, touch=True))
             windows.append(self.block("baseline", inputs, audit=block == 0))
         touches.append(self.block("baseline", None, touch=True))
+        self.placement = 0
         self.release()
         return {"windows_ms": windows, "touch_windows_ms": touches,
-                "placement": "same" if kept is not None else "new"}
+                "placement": "same" if kept is not None else "new", "placements": where}
 
 
 def time_alone(fn: Any, inputs: Mapping[str, Any], flush: L2Reader, calls: int = 10) -> float:
@@ -921,7 +1001,8 @@ def measure(judge: Judge) -> None:
     finally:  # also when a case's check ends the evaluation: a retry's reader wants the clocks
         perf["gpu_state"] = {when: reading.result() for when, reading in states.items()}
     speedup, lo, hi = stats.geomean_speedup_ci(
-        [(c["samples_ms"]["baseline"], c["samples_ms"]["candidate"]) for c in cases_out])
+        [(c["samples_ms"]["baseline"], c["samples_ms"]["candidate"], c.get("pair_placements"))
+         for c in cases_out])
     perf.update(
         measured=True, speedup=speedup, ci95=[lo, hi],
         method=sorted({c["method"] for c in cases_out}),
@@ -969,10 +1050,18 @@ def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
                            f"calls took {fastest:.4f} ms, less than an empty block "
                            f"({overhead:.4f} ms): the work escaped the judge's window")
     baseline, candidate = timer.samples(overhead)
-    clean_baseline = stats.median([max(w - overhead, 1e-6) / timer.counts["baseline"]
-                                   for w in clean["windows_ms"]])
+    alone = [max(w - overhead, 1e-6) / timer.counts["baseline"] for w in clean["windows_ms"]]
+    clean_baseline = stats.median(alone)
     interleaved_baseline = stats.median(baseline)
     ratio = interleaved_baseline / clean_baseline
+    if clean.get("placement") == "same" and len(set(timer.pair_placements)) > 1:
+        # Each placement against itself (they differ by percents), then their geometric mean.
+        beside = stats.by_placement(baseline, timer.pair_placements)
+        alone_by = stats.by_placement(alone, clean["placements"])
+        if len(beside) == len(alone_by):
+            logs = [math.log(stats.median(b) / stats.median(a))
+                    for b, a in zip(beside, alone_by, strict=True)]
+            ratio = math.exp(sum(logs) / len(logs))
     copies = timer.copies_for_the_candidates_block()
     record["interference"] = {"clean_baseline_ms": clean_baseline,
                               "interleaved_baseline_ms": interleaved_baseline,
@@ -981,7 +1070,7 @@ def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
     if judge.req.candidate is not None:
         check_interference(timer.case.name, ratio, interleaved_baseline, clean_baseline, copies,
                            placement=clean.get("placement", "new"))
-    s, lo, hi = stats.paired_speedup(baseline, candidate)
+    s, lo, hi = stats.placed_speedup(baseline, candidate, timer.pair_placements)
     record.update(samples_ms={"baseline": baseline, "candidate": candidate}, speedup=s,
                   ci95=[lo, hi], baseline_median_ms=stats.median(baseline),
                   candidate_median_ms=stats.median(candidate),

@@ -153,7 +153,7 @@ def bare_runner(events: list[str]) -> Any:
     runner.replies = []
     runner.reply = lambda **message: runner.replies.append(message)
     runner.arena, runner.slots, runner.out_region = FakeMemory("case 0", events), ["s"], (8, 8)
-    runner.graph, runner.graph_outputs = "graph 0", [["o"]]
+    runner.graphs, runner.graph_outputs, runner.per_placement = ["graph 0"], [[["o"]]], 1
     runner.kept, runner.last_calls, runner.exports = [["k"]], [["l"]], {1: b"x"}
     return runner
 
@@ -162,12 +162,13 @@ def test_a_runner_sets_a_case_aside_and_restores_it_unchanged() -> None:
     events: list[str] = []
     runner = bare_runner(events)
     runner.op_keep({"key": "0"})
-    assert runner.arena is None and runner.graph is None and runner.slots == []
+    assert runner.arena is None and runner.graphs == [] and runner.slots == []
     assert events == []  # set aside, not freed
-    runner.arena, runner.graph = FakeMemory("case 1", events), "graph 1"  # the next case's
+    runner.arena, runner.graphs = FakeMemory("case 1", events), ["graph 1"]  # the next case's
     runner.op_restore({"key": "0"})
     assert events == ["case 1 freed"]
-    assert runner.graph == "graph 0" and runner.slots == ["s"] and runner.out_region == (8, 8)
+    assert runner.graphs == ["graph 0"] and runner.slots == ["s"] and runner.out_region == (8, 8)
+    assert runner.per_placement == 1
     assert runner.arena.name == "case 0" and runner.set_aside == {}
     assert runner.replies == [{"ok": True}, {"ok": True, "nbytes": 4096}]
 
@@ -176,7 +177,7 @@ def test_a_runner_asked_to_restore_what_it_never_kept_fails_that_request() -> No
     runner = bare_runner([])
     with pytest.raises(KeyError):
         runner.op_restore({"key": "7"})
-    assert runner.graph == "graph 0"  # nothing of the current case was freed first
+    assert runner.graphs == ["graph 0"]  # nothing of the current case was freed first
 
 
 def band(placement: str) -> JudgeFailure:
@@ -232,6 +233,7 @@ def test_a_cases_retry_says_on_which_memory_its_baseline_was_timed_alone(
     timer.case = type("Case", (), {"name": "c1"})()
     timer.counts = {"baseline": 2, "candidate": 4}
     timer.windows = {"baseline": [0.3 + 2 * 1.05] * 5, "candidate": [0.3 + 4 * 0.5] * 5}
+    timer.pair_placements = [0] * 5
     timer.copy_ms = {"baseline": [1.0] * 5, "candidate": [1.0] * 5}
     timer.flush_ms = {"baseline": [0.5] * 5, "candidate": [0.5] * 5}
     judge: Any = type("Judge", (), {"req": type("Req", (), {"candidate": object()})()})()

@@ -471,7 +471,7 @@ def _graph_timer(per_call_ms: float, captures: list[bool], count: int = 400,
         timer.timed_at.append(timer.counts[side])
         return 0.3 + timer.counts[side] * call_ms[side]
 
-    def allocate(size: int, baseline: int | None = None) -> None:
+    def allocate(size: int, baseline: int | None = None, placements: int = 1) -> None:
         timer.count = size
         timer.counts = {"candidate": size, "baseline": min(size, baseline or size)}
         timer.allocations.append(size if baseline in (None, size) else (size, baseline))
@@ -485,6 +485,8 @@ def _graph_timer(per_call_ms: float, captures: list[bool], count: int = 400,
 
     timer.block = block  # type: ignore[method-assign]
     timer.allocate, timer.choose_mode = allocate, choose_mode  # type: ignore[method-assign]
+    timer.slots, timer.free_memory = {}, lambda: 1 << 40  # type: ignore[method-assign]
+    timer.placements_that_fit = lambda *args: 1  # type: ignore[method-assign]
     return timer
 
 
@@ -557,7 +559,13 @@ def test_a_capture_is_primed_with_one_set_of_inputs_made_once(monkeypatch: pytes
             return {"x": torch.full((3,), float(len(self.made)))}
 
     class Slots:
-        inputs_bytes = torch.zeros(5 * 3)
+        placements = 2
+
+        def __init__(self) -> None:
+            self.arena = torch.zeros(2 * 5 * 3)
+
+        def inputs_of(self, placement: int) -> torch.Tensor:
+            return self.arena[15 * placement: 15 * placement + 15]
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     timer = object.__new__(timing.CaseTimer)
@@ -568,12 +576,12 @@ def test_a_capture_is_primed_with_one_set_of_inputs_made_once(monkeypatch: pytes
     timer.slots = {"baseline": Slots(), "candidate": Slots()}
     timer.prime("baseline", "candidate")
     assert len(Judge.made) == 1 and timer.references == {}
-    for side in ("baseline", "candidate"):
-        assert torch.equal(timer.slots[side].inputs_bytes, torch.ones(15))
+    for side in ("baseline", "candidate"):  # every placement's slots
+        assert torch.equal(timer.slots[side].arena, torch.ones(30))
     timer.stage.fill_(2.0)
     timer.prime("baseline", fresh=False)  # the stage as it is: nothing made
-    assert len(Judge.made) == 1 and torch.equal(timer.slots["baseline"].inputs_bytes,
-                                                torch.full((15,), 2.0))
+    assert len(Judge.made) == 1 and torch.equal(timer.slots["baseline"].arena,
+                                                torch.full((30,), 2.0))
 
 
 def test_the_clean_phase_makes_one_set_of_fresh_inputs_for_all_its_blocks(
@@ -588,7 +596,8 @@ def test_the_clean_phase_makes_one_set_of_fresh_inputs_for_all_its_blocks(
     opened: list[list[str]] = []
     released: list[list[str]] = []
     monkeypatch.setattr(timing, "open_slots", lambda judge, plans: opened.append(
-        [p.side for p in plans]) or {p.side: object() for p in plans})
+        [p.side for p in plans]) or {p.side: type("Slots", (), {"placements": 1})()
+                                     for p in plans})
     monkeypatch.setattr(timing, "release_slots",
                         lambda judge, slots: released.append(list(slots)))
     timer = object.__new__(timing.CaseTimer)
