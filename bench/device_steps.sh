@@ -89,6 +89,7 @@
 #                                    # the service (on an H200 with the serial scores: issue 13)
 #   bash bench/device_steps.sh 43    # placements (pairs rotate over 3 per side): step 41's A/A,
 #                                    # the timing exploits, issue 13's table with serial scores
+#   bash bench/device_steps.sh 44    # issue 13's table alone (serial scores, service, singles)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -110,7 +111,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 43}"
+step="${1:?step 1 to 44}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -645,5 +646,13 @@ PY
       --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
     ;;
-  *) echo "step 1 to 43" >&2; exit 2 ;;
+  44)
+    # Step 43's service part, alone (step 43 ran out of time before it): issue 13's table with
+    # placements and the task CI over them.
+    AKA_KERNEL_CACHE=/tmp/kernel-store-44 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 4 --single-gap 6 \
+      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+    ;;
+  *) echo "step 1 to 44" >&2; exit 2 ;;
 esac
