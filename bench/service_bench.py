@@ -67,7 +67,15 @@ def aka_eval(task: str, *extra: str) -> dict[str, Any]:
             "speedup": perf.get("speedup"), "ci95": perf.get("ci95"),
             "accepted": record.get("candidate_accepted"),
             "judged_s": round(sum((evaluation.get("phases") or {}).values()), 4),
-            "spawn_s": (evaluation.get("phases_wall") or {}).get("spawn")}
+            "spawn_s": (evaluation.get("phases_wall") or {}).get("spawn"),
+            "cases": case_samples(perf)}
+
+
+def case_samples(perf: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each case's speedup, CI, placements and per-call samples: enough to recompute a CI."""
+    return [{k: c.get(k) for k in ("case", "speedup", "ci95", "placements", "pair_placements",
+                                   "samples_ms", "stop_reason")}
+            for c in perf.get("cases") or []]
 
 
 def editable_files(task: str) -> dict[str, str | bytes]:
@@ -119,7 +127,8 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                         # Each side's build before the GPU lock, and the pairs each case took.
                         "prebuild": evaluation.get("prebuild"),
                         "pairs": [c.get("pairs") for c in (evaluation.get("performance") or {})
-                                  .get("cases", [])]}
+                                  .get("cases", [])],
+                        "cases": case_samples(evaluation.get("performance") or {})}
 
         started = time.monotonic()
         pending = [asyncio.ensure_future(one(t, k)) for k in range(repeats) for t in tasks]
