@@ -1,0 +1,60 @@
+"""Recompute each evaluation's task speedup and 95% CI from the per-case samples a bench kept
+(``gpu_bench.py``'s A/A section, ``service_bench.py``'s service and serial records), with the
+statistics as they are now: how a change to the CI reads on evaluations already run.
+
+    python3 bench/recompute_ci.py bench/results/h100-2026-12-06d/aa-43/bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from aka_core.evaluation import stats  # noqa: E402
+
+
+def evaluations(data: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(section, task, record with ``cases``) of every evaluation the file kept samples for."""
+    for task, runs in (data.get("aa") or {}).items():
+        for run in runs:
+            yield "aa", task, run
+    for section in ("serial", "service"):
+        for run in data.get(section) or []:
+            yield section, run["task"], run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bench_json", type=Path)
+    parser.add_argument("--expect", type=float, default=None,
+                        help="the true speedup (1.0 for A/A): count the CIs that hold it")
+    args = parser.parse_args()
+    data = json.loads(args.bench_json.read_text())
+    held = total = 0
+    print("| section | task | kept speedup [CI] | recomputed [CI] |")
+    print("|---|---|---|---|")
+    for section, task, run in evaluations(data):
+        cases = [c for c in run.get("cases") or [] if c.get("samples_ms")]
+        if not cases:
+            continue
+        s, lo, hi = stats.geomean_speedup_ci(
+            [(c["samples_ms"]["baseline"], c["samples_ms"]["candidate"], c.get("pair_placements"))
+             for c in cases])
+        kept = run.get("ci95") or [float("nan")] * 2
+        print(f"| {section} | {task} | {run.get('speedup', float('nan')):.4f} "
+              f"[{kept[0]:.4f}, {kept[1]:.4f}] | {s:.4f} [{lo:.4f}, {hi:.4f}] |")
+        if args.expect is not None:
+            total += 1
+            held += lo <= args.expect <= hi
+    if args.expect is not None:
+        print(f"\nrecomputed CIs holding {args.expect}: {held}/{total}")
+
+
+if __name__ == "__main__":
+    main()
