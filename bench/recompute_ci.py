@@ -16,7 +16,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aka_core.evaluation import stats  # noqa: E402
+from aka_core.evaluation import stats
 
 
 def evaluations(data: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
