@@ -2,14 +2,15 @@
 
 Per task, the ratio of the two sides' speedups with a 95% CI from the evaluator's stored timing
 samples: each side's speedup is re-derived the way the judge derives it (per case the median of
-per-pair ratios, the geometric mean over cases) on bootstrap resamples of its pairs (and of its
-runs, when a side is several repeated runs), and the ratio's CI is the percentile interval of
-the resampled ratios. Over the tasks both sides measured: the geometric mean of those ratios
-with a bootstrap CI over tasks and a Wilcoxon signed-rank test of their logarithms; the mean
+per-pair ratios, or where the case's pairs ran on several placements the mean of each placement's
+median; the geometric mean over cases) on bootstrap resamples of its pairs (of its placements
+first, and of its runs, when a side is several repeated runs), and the ratio's CI is the percentile
+interval of the resampled ratios. Over the tasks both sides measured: the geometric mean of those
+ratios with a bootstrap CI over tasks and a Wilcoxon signed-rank test of their logarithms; the mean
 score difference with a bootstrap CI and a Wilcoxon test of the per-task differences; fast_p
-(KernelBench's metric: the share of tasks whose candidate is correct and more than p times
-faster than the baseline) at several p; and the agents' cost per task and per unit of score.
-Resampling uses a fixed seed: the same runs give the same numbers.
+(KernelBench's metric: the share of tasks whose candidate is correct and more than p times faster
+than the baseline) at several p; and the agents' cost per task and per unit of score. Resampling
+uses a fixed seed: the same runs give the same numbers.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ SEED = 20261201
 FAST_P = (0.0, 1.0, 1.25, 1.5, 2.0)
 
 
-def case_ratios(result: TaskResult) -> list[Any] | None:
-    """Per case, the per-pair speedups (baseline / candidate) the judge measured; None when the
-    result carries no timing samples."""
+def case_ratios(result: TaskResult) -> list[list[Any]] | None:
+    """Per case, the per-pair speedups (baseline / candidate) the judge measured, one array per
+    placement the pairs ran on (one array where the record names none); None when the result
+    carries no timing samples."""
     import numpy as np
 
     perf = result.evaluation.performance
@@ -42,13 +44,26 @@ def case_ratios(result: TaskResult) -> list[Any] | None:
         b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
         if not (np.isfinite(b).all() and np.isfinite(c).all()) or (c <= 0).any() or (b <= 0).any():
             return None
-        cases.append(b / c)
+        where = case.pair_placements
+        if where is None or len(where) != b.size:
+            cases.append([b / c])
+            continue
+        labels = np.asarray(where)
+        cases.append([(b / c)[labels == key] for key in sorted(set(where))])
     return cases or None
 
 
-def resampled_speedups(runs: Sequence[list[Any]], rng: Any, n: int = BOOTSTRAP) -> Any:
-    """``n`` bootstrap replicates of a side's speedup: a run drawn at random (repeats), then each
-    case's pairs drawn with replacement, the median per case, the geometric mean over cases."""
+def case_point(groups: Sequence[Any]) -> float:
+    """A case's log speedup as the judge derives it: the mean of its placements' log medians."""
+    import numpy as np
+
+    return float(np.mean([math.log(float(np.median(g))) for g in groups]))
+
+
+def resampled_speedups(runs: Sequence[list[list[Any]]], rng: Any, n: int = BOOTSTRAP) -> Any:
+    """``n`` bootstrap replicates of a side's speedup: a run drawn at random (repeats), then per
+    case its placements drawn with replacement (where there are several) and each drawn one's
+    pairs, the mean of their log medians per case, the geometric mean over cases."""
     import numpy as np
 
     out = np.empty(n)
@@ -58,9 +73,16 @@ def resampled_speedups(runs: Sequence[list[Any]], rng: Any, n: int = BOOTSTRAP) 
         if not rows.size:
             continue
         logs = np.zeros(rows.size)
-        for ratios in run:
-            draws = rng.integers(0, ratios.size, size=(rows.size, ratios.size))
-            logs += np.log(np.median(ratios[draws], axis=1))
+        for groups in run:
+            count = len(groups)
+            # Each drawn slot's own resample of its placement's pairs: (rows, slots) medians.
+            medians = np.stack([np.median(g[rng.integers(0, g.size, size=(rows.size, count,
+                                                                          g.size))], axis=2)
+                                for g in groups])
+            drawn = (rng.integers(0, count, size=(rows.size, count)) if count > 1
+                     else np.zeros((rows.size, 1), dtype=int))
+            chosen = np.take_along_axis(medians.transpose(1, 2, 0), drawn[..., None], axis=2)
+            logs += np.log(chosen[..., 0]).mean(axis=1)
         out[rows] = np.exp(logs / len(run))
     return out
 
@@ -82,13 +104,13 @@ def task_ratio(a: Sequence[TaskResult], b: Sequence[TaskResult], rng: Any) -> Ra
     if not runs_a or not runs_b:
         return None
 
-    def point(runs: list[list[Any]]) -> float:
-        return math.exp(float(np.mean([np.mean([math.log(float(np.median(c))) for c in run])
+    def point(runs: list[list[list[Any]]]) -> float:
+        return math.exp(float(np.mean([np.mean([case_point(groups) for groups in run])
                                        for run in runs])))
 
     ratios = resampled_speedups(runs_a, rng) / resampled_speedups(runs_b, rng)
     lo, hi = np.percentile(ratios, [2.5, 97.5])
-    pairs = sum(c.size for run in runs_a + runs_b for c in run)
+    pairs = sum(g.size for run in runs_a + runs_b for groups in run for g in groups)
     return RatioCI(ratio=point(runs_a) / point(runs_b), ci95=(float(lo), float(hi)), samples=pairs)
 
 

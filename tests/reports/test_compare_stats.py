@@ -113,3 +113,32 @@ def test_the_command_prints_the_verdict(fast_and_slow, capsys) -> None:
     assert main(["compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "8 faster, 0 slower" in out and "p=0.00781" in out
+
+
+def test_placements_are_weighed_alike_and_resampled_first() -> None:
+    """A case whose pairs ran on placements 2x and 2.2x (four pairs on the first, two on the
+    second): the judge's speedup is the mean of the placements' medians, not the pairs' median,
+    and the CI spans the placements (a bootstrap over its pairs alone would sit near 2x)."""
+    import math
+
+    import numpy as np
+
+    from aka_core.commands.compare_stats import case_point, case_ratios, resampled_speedups
+
+    where = [0, 1, 0, 0, 1, 0]
+    base = [2.0 if p == 0 else 2.2 for p in where]
+    case = {"case": "c", "speedup": 2.0, "pair_placements": where,
+            "samples_ms": {"baseline": base, "candidate": [1.0] * 6}}
+    result = make_result("triton2triton/t0", speedup=2.0, ci=(1.9, 2.1), correct=True,
+                         evaluation={"performance": {"measured": True, "speedup": 2.0,
+                                                     "ci95": [1.9, 2.1], "cases": [case]}})
+    groups = case_ratios(result)
+    assert groups is not None and [g.tolist() for g in groups[0]] == [[2.0] * 4, [2.2] * 2]
+    assert math.exp(case_point(groups[0])) == pytest.approx(math.sqrt(2.0 * 2.2))
+    draws = resampled_speedups([groups], np.random.default_rng(0), n=2000)
+    assert draws.min() == pytest.approx(2.0) and draws.max() == pytest.approx(2.2)
+    unplaced = {**case, "pair_placements": None}
+    plain = make_result("triton2triton/t0", speedup=2.0, ci=(1.9, 2.1), correct=True,
+                        evaluation={"performance": {"measured": True, "speedup": 2.0,
+                                                    "ci95": [1.9, 2.1], "cases": [unplaced]}})
+    assert [len(g) for g in case_ratios(plain)[0]] == [6]  # as before placements
