@@ -329,6 +329,9 @@ class Runner:
         from aka_core.evaluation import cuda_ipc
 
         self.op_release({})
+        # What the allocator only caches (the last captures' pools, the checks' outputs) goes
+        # back to the GPU: the judge sizes the placements on the memory it sees free.
+        torch.cuda.empty_cache()
         self.arena = cuda_ipc.Arena(int(command["nbytes"]))
         self.per_placement = int(command.get("per_placement") or len(command["slots"]))
         self.arena.bytes[:256].zero_()

@@ -369,8 +369,11 @@ class CaseTimer:
             for side in ("baseline", "candidate")])
 
     def free_memory(self) -> int:
+        """The GPU's free bytes, after the judge's allocator gave back what it only caches (the
+        last slots' stage, inputs and references): room a placement could have."""
         import torch
 
+        torch.cuda.empty_cache()
         return int(torch.cuda.mem_get_info()[0])
 
     def placements_that_fit(self, count: int, baseline: int, free: int) -> int:
