@@ -100,6 +100,9 @@
 #   bash bench/device_call.sh 29
 # 29, 34 and 30 ran on an H200 on 2026-12-06 (bench/results/h200-2026-12-06/), 36 on an H100
 # (bench/results/h100-2026-12-06b/).
+# 41, 43 and 44 ran on H100s on 2026-12-06 (bench/results/h100-2026-12-06d/: placements). Next:
+# step 44 on an H200 (issue 13's table with placements), the exploit keep_one_placement, and
+# whether the allocators' cache given back leaves the large cases room for their placements.
 # 37 to 42 ran on H100s on 2026-12-06 (bench/results/h100-2026-12-06c/): all 63 exploits have now
 # met the judge on a GPU. Next (build .whl first; device_setup.sh checks it): step 41 on an H200
 # (the placement probe there, then issue 13's table with the serial scores), and the
