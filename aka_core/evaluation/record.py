@@ -197,6 +197,9 @@ class Interference(OpenRecord):
     clean_baseline_ms: Number | None = None
     interleaved_baseline_ms: Number | None = None
     ratio: Number | None = None
+    by_placement: list[Number] | None = None
+    """Each placement's ratio, where the clean phase ran on the pairs' placements: ``ratio`` is
+    then their geometric mean (the pooled medians above mix placements that differ)."""
     limit: Number | None = None
     input_copy_ms: dict[str, Number] | None = None
     """Per side: the median time of the judge's copy of a block's inputs and the L2 flush after it

@@ -1057,18 +1057,20 @@ def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
     clean_baseline = stats.median(alone)
     interleaved_baseline = stats.median(baseline)
     ratio = interleaved_baseline / clean_baseline
+    by_placement = None
     if clean.get("placement") == "same" and len(set(timer.pair_placements)) > 1:
         # Each placement against itself (they differ by percents), then their geometric mean.
         beside = stats.by_placement(baseline, timer.pair_placements)
         alone_by = stats.by_placement(alone, clean["placements"])
         if len(beside) == len(alone_by):
-            logs = [math.log(stats.median(b) / stats.median(a))
-                    for b, a in zip(beside, alone_by, strict=True)]
-            ratio = math.exp(sum(logs) / len(logs))
+            by_placement = [stats.median(b) / stats.median(a)
+                            for b, a in zip(beside, alone_by, strict=True)]
+            ratio = math.exp(sum(math.log(r) for r in by_placement) / len(by_placement))
     copies = timer.copies_for_the_candidates_block()
     record["interference"] = {"clean_baseline_ms": clean_baseline,
                               "interleaved_baseline_ms": interleaved_baseline,
-                              "ratio": ratio, "limit": 1 + INTERFERENCE_LIMIT,
+                              "ratio": ratio, "by_placement": by_placement,
+                              "limit": 1 + INTERFERENCE_LIMIT,
                               "input_copy_ms": copies}
     if judge.req.candidate is not None:
         check_interference(timer.case.name, ratio, interleaved_baseline, clean_baseline, copies,

@@ -134,4 +134,5 @@ def test_the_clean_phase_compares_each_placement_with_itself(monkeypatch: pytest
         "touch_windows_ms": [0.3] * 5, "placements": clean_where}}
     timing.finish_case(judge, timer, record)
     assert record["interference"]["ratio"] == pytest.approx(1.0)
+    assert record["interference"]["by_placement"] == pytest.approx([1.0, 1.0])
     assert record["speedup"] == pytest.approx(math.sqrt(2.0 * 2.14))  # placements alike
