@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from aka_core.evaluation import stats
 from aka_core.models import TaskResult
 
 BOOTSTRAP = 4000
@@ -45,11 +46,9 @@ def case_ratios(result: TaskResult) -> list[list[Any]] | None:
         if not (np.isfinite(b).all() and np.isfinite(c).all()) or (c <= 0).any() or (b <= 0).any():
             return None
         where = case.pair_placements
-        if where is None or len(where) != b.size:
-            cases.append([b / c])
-            continue
-        labels = np.asarray(where)
-        cases.append([(b / c)[labels == key] for key in sorted(set(where))])
+        grouped = stats.by_placement((b / c).tolist(),
+                                     where if where is not None and len(where) == b.size else None)
+        cases.append([np.asarray(g) for g in grouped])
     return cases or None
 
 

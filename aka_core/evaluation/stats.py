@@ -68,8 +68,12 @@ def relative_ci_halfwidth(baseline: Sequence[float], candidate: Sequence[float])
     return (hi - lo) / 2 / s
 
 
-def by_placement(values: Sequence[float], placements: Sequence[int]) -> list[list[float]]:
-    """``values`` grouped by their placement, in the placements' order."""
+def by_placement(values: Sequence[float], placements: Sequence[int] | None
+                 ) -> list[list[float]]:
+    """``values`` grouped by their placement, in the placements' order (one group where no
+    placements are named)."""
+    if placements is None:
+        return [list(values)]
     groups: dict[int, list[float]] = {}
     for value, where in zip(values, placements, strict=True):
         groups.setdefault(where, []).append(value)
@@ -85,10 +89,9 @@ def placed_speedup(baseline: Sequence[float], candidate: Sequence[float],
     widened to every placement's median (where memory lies is sampled by a few placements only:
     more pairs on them would narrow a CI over pairs, not the spread between them)."""
     logs = log_ratios(baseline, candidate)
-    groups = by_placement(logs, placements) if placements is not None else [logs]
+    groups = by_placement(logs, placements)
     if len(groups) < 2:
-        lo, hi = median_ci(logs)
-        return math.exp(median(logs)), math.exp(lo), math.exp(hi)
+        return paired_speedup(baseline, candidate)
     medians = [median(g) for g in groups]
     lo, hi = median_ci(logs)
     return (math.exp(sum(medians) / len(medians)), math.exp(min(lo, *medians)),
@@ -101,8 +104,7 @@ def within_ci_halfwidth(baseline: Sequence[float], candidate: Sequence[float],
     around their own placement's median (all of it with one placement). The spread between
     placements is reported in the CI (``placed_speedup``), not chased with pairs that cannot
     narrow it."""
-    logs = log_ratios(baseline, candidate)
-    groups = by_placement(logs, placements) if placements is not None else [logs]
+    groups = by_placement(log_ratios(baseline, candidate), placements)
     if len(groups) < 2:
         return relative_ci_halfwidth(baseline, candidate)
     residuals = [x - median(g) for g in groups for x in g]
@@ -127,9 +129,8 @@ def geomean_speedup_ci(
     placements per case reads half to two thirds of their variance)."""
     per_case: list[list[list[float]]] = []
     for case in cases:
-        logs = log_ratios(case[0], case[1])
         placements = case[2] if len(case) > 2 else None  # type: ignore[misc]
-        per_case.append(by_placement(logs, placements) if placements is not None else [logs])
+        per_case.append(by_placement(log_ratios(case[0], case[1]), placements))
     point = sum(sum(median(g) for g in groups) / len(groups) for groups in per_case) / len(per_case)
     if any(len(groups) > 1 for groups in per_case):
         half = placed_ci_halfwidth(per_case)

@@ -740,7 +740,8 @@ class CaseTimer:
         est = {side: max((stats.median([self.block(side, inputs, audit=False) for _ in range(2)])
                           - o_est) / self.counts[side], 1e-4) for side in ("baseline", "candidate")}
         self.estimate_ms = max(est.values())
-        by_memory = self.calls_that_fit(self.free_memory())
+        free = self.free_memory()
+        by_memory = self.calls_that_fit(free)
         # After a block the baseline could not enqueue, both sides' blocks stay within ``cap``
         # (as when they were one size: a candidate like its baseline is not failed for it).
         most = min(cap, MAX_CALLS, by_memory)
@@ -748,8 +749,7 @@ class CaseTimer:
         # The candidate's blocks sized on the faster side (a candidate cannot make its own
         # blocks shorter), the baseline's on its own estimate: never longer.
         baseline = self.baseline_calls(est["baseline"], count)
-        self.allocate(count, baseline, self.placements_that_fit(count, baseline,
-                                                                self.free_memory()))
+        self.allocate(count, baseline, self.placements_that_fit(count, baseline, free))
         self.choose_mode()
         count = self.fit_graph_blocks(count, most, o_est)
         self.record.update(calls_per_block=count, estimate_ms=est,
