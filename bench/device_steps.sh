@@ -657,5 +657,18 @@ PY
       --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
     ;;
-  *) echo "step 1 to 44" >&2; exit 2 ;;
+  45)
+    # The allocator now gives back what it only caches before placements are sized (step 44b,
+    # H100: 94 of 189 service cases had room for one placement). First the exploit that keeps
+    # one favourite placement (never yet run on a GPU), then issue 13's table, then how many
+    # placements each service case had.
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 60 \
+      --exploits keep_one_placement 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    AKA_KERNEL_CACHE=/tmp/kernel-store-45 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 4 --single-gap 6 \
+      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+    python3 bench/placement_histogram.py "$out/service/bench.json" 2>&1 | tail -30
+    ;;
+  *) echo "step 1 to 45" >&2; exit 2 ;;
 esac

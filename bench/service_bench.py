@@ -74,7 +74,8 @@ def aka_eval(task: str, *extra: str) -> dict[str, Any]:
 def case_samples(perf: dict[str, Any]) -> list[dict[str, Any]]:
     """Each case's speedup, CI, placements and per-call samples: enough to recompute a CI."""
     return [{k: c.get(k) for k in ("case", "speedup", "ci95", "placements", "pair_placements",
-                                   "samples_ms", "stop_reason")}
+                                   "samples_ms", "stop_reason", "placement_sized",
+                                   "calls_per_block", "baseline_calls_per_block")}
             for c in perf.get("cases") or []]
 
 

@@ -265,6 +265,9 @@ class PerformanceCase(OpenRecord):
     short)."""
     pair_placements: list[int] | None = None
     """The placement each pair ran on, in order (rounds of every placement, order drawn)."""
+    placement_sized: dict[str, Number] | None = None
+    """Blocks shrunk (both sides alike, to a quarter at most) so that more placements fit:
+    ``calls_from``/``calls_to``, ``baseline_from``/``baseline_to``."""
     stop_reason: str | None = None
     """``ci_target``, ``max_pairs``, ``time_cap`` or ``phase_limit``."""
     audits: int | None = None

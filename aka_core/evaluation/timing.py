@@ -95,6 +95,9 @@ BLOCK_SECONDS_MIN = 20.0
 FIT_FROM = 64  # graph blocks of more calls (calls under ~30 us) are sized from graph replays
 FIT_CALLS = 128  # graph blocks that time a replayed call before blocks are sized from it
 PLACEMENT_GAP = 2 << 20  # at most this many bytes (drawn) before each further placement's slots
+# Blocks shrink (both sides alike), to no fewer calls than this share of those ``block_ms`` asks
+# for, where that gives room to more of the placements the policy asks for.
+PLACED_BLOCK_FLOOR = 0.25
 
 
 class L2Reader:
@@ -383,6 +386,29 @@ class CaseTimer:
                + AUDITS_PER_BLOCK * self.out_aligned)
         fits = int(MEMORY_FRACTION * free // max(per, 1))
         return max(1, min(self.policy.placements, fits))
+
+    def sizes_for_placements(self, count: int, baseline: int, free: int
+                             ) -> tuple[int, int, int]:
+        """Both sides' calls per block and the placements they leave room for. Where fewer
+        placements fit than the policy asks for, both sides' blocks shrink alike, step by step
+        down to ``PLACED_BLOCK_FLOOR`` of their calls, to the largest blocks that leave room for
+        the most placements: a large memory-bound case (every call on inputs of its own) would
+        otherwise be timed on one placement, and its CI would say nothing of the several
+        percent its time moves with where its buffers lie."""
+        best = (count, baseline, self.placements_that_fit(count, baseline, free))
+        scale = 1.0
+        while best[2] < self.policy.placements and scale > PLACED_BLOCK_FLOOR:
+            scale = max(PLACED_BLOCK_FLOOR, scale * 0.8)
+            c = max(2, math.ceil(count * scale))
+            b = max(2, min(c, math.ceil(baseline * scale)))
+            fits = self.placements_that_fit(c, b, free)
+            if fits > best[2]:
+                best = (c, b, fits)
+        if best[0] != count:
+            self.record["placement_sized"] = {"calls_from": count, "calls_to": best[0],
+                                              "baseline_from": baseline,
+                                              "baseline_to": best[1]}
+        return best
 
     def make_stage(self) -> None:
         """The judge's private copy of a block's inputs, laid out like a runner's slots."""
@@ -749,7 +775,8 @@ class CaseTimer:
         # The candidate's blocks sized on the faster side (a candidate cannot make its own
         # blocks shorter), the baseline's on its own estimate: never longer.
         baseline = self.baseline_calls(est["baseline"], count)
-        self.allocate(count, baseline, self.placements_that_fit(count, baseline, free))
+        count, baseline, placements = self.sizes_for_placements(count, baseline, free)
+        self.allocate(count, baseline, placements)
         self.choose_mode()
         count = self.fit_graph_blocks(count, most, o_est)
         self.record.update(calls_per_block=count, estimate_ms=est,

@@ -136,3 +136,39 @@ def test_the_clean_phase_compares_each_placement_with_itself(monkeypatch: pytest
     assert record["interference"]["ratio"] == pytest.approx(1.0)
     assert record["interference"]["by_placement"] == pytest.approx([1.0, 1.0])
     assert record["speedup"] == pytest.approx(math.sqrt(2.0 * 2.14))  # placements alike
+
+
+class _SizedTimer(_Timer):
+    """Room for ``room`` calls' slots (both sides) in all: placements as many as fit it."""
+
+    def __init__(self, room: int, policy: TimingPolicy):
+        super().__init__([2.0], policy)
+        self.room = room
+
+    def placements_that_fit(self, count: int, baseline: int, free: int) -> int:
+        return max(1, min(self.policy.placements, self.room // (count + baseline)))
+
+
+def test_blocks_shrink_alike_until_every_placement_fits() -> None:
+    timer = _SizedTimer(room=60, policy=TimingPolicy(placements=3))
+    count, baseline, placements = timer.sizes_for_placements(20, 10, 0)
+    # 30 calls a placement fit twice; 0.64 of them (13 + 7) three times.
+    assert (count, baseline, placements) == (13, 7, 3)
+    assert timer.record["placement_sized"] == {"calls_from": 20, "calls_to": 13,
+                                               "baseline_from": 10, "baseline_to": 7}
+
+
+def test_blocks_shrink_no_further_than_the_floor() -> None:
+    timer = _SizedTimer(room=30, policy=TimingPolicy(placements=3))
+    # Two placements need blocks of a third (under the floor: 0.25 of 40 + 20 = 15): none
+    # shrinks past the floor, and the floor gives two placements of 10 + 5 calls.
+    assert timer.sizes_for_placements(40, 20, 0) == (10, 5, 2)
+    timer = _SizedTimer(room=10, policy=TimingPolicy(placements=3))
+    assert timer.sizes_for_placements(40, 20, 0) == (40, 20, 1)  # nothing gained: as asked
+    assert "placement_sized" not in timer.record
+
+
+def test_blocks_that_fit_every_placement_keep_their_size() -> None:
+    timer = _SizedTimer(room=1000, policy=TimingPolicy(placements=3))
+    assert timer.sizes_for_placements(20, 10, 0) == (20, 10, 3)
+    assert "placement_sized" not in timer.record
