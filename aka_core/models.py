@@ -180,6 +180,10 @@ class TimingPolicy:
     placements: int = 3
     """Sets of slots (and graphs) per side, each at memory of its own, that a case's pairs rotate
     over (fewer where memory is short; 1: one placement per side, as before 2026-12-06)."""
+    between_runs_percent: float = 0.3
+    """The spread (a standard deviation, %) of a case's speedup between evaluations that no
+    evaluation can see in itself (its processes, the memory pages it got): every CI carries it
+    besides what it measured. Measured: ``bench/results/h100-2026-12-06e``."""
 
 
 @attrs.frozen(kw_only=True)

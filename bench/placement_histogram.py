@@ -14,7 +14,8 @@ import sys
 
 
 def main(path: str) -> None:
-    data = json.load(open(path))
+    with open(path) as f:
+        data = json.load(f)
     for part in ("serial", "service"):
         counts: collections.Counter[int] = collections.Counter()
         one: collections.Counter[str] = collections.Counter()

@@ -3,12 +3,17 @@
 statistics as they are now: how a change to the CI reads on evaluations already run.
 
     python3 bench/recompute_ci.py bench/results/h100-2026-12-06d/aa-43/bench.json
+    python3 bench/recompute_ci.py --between-runs-percent 0.3 SERVICE_BENCH_JSON
+
+With a service bench's records, it also counts the service CIs that overlap the serial one of
+the same task (issue 13's "identical within their CIs").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +39,12 @@ def main() -> None:
     parser.add_argument("bench_json", type=Path)
     parser.add_argument("--expect", type=float, default=None,
                         help="the true speedup (1.0 for A/A): count the CIs that hold it")
+    parser.add_argument("--between-runs-percent", type=float, default=0.0,
+                        help="the CIs' term for what moves a case between evaluations "
+                             "(timing.between_runs_percent; 0: as before it)")
     args = parser.parse_args()
+    term = math.log1p(args.between_runs_percent / 100)
+    recomputed: dict[tuple[str, str], list[tuple[float, float]]] = {}
     data = json.loads(args.bench_json.read_text())
     held = total = 0
     print("| section | task | kept speedup [CI] | recomputed [CI] |")
@@ -45,7 +55,8 @@ def main() -> None:
             continue
         s, lo, hi = stats.geomean_speedup_ci(
             [(c["samples_ms"]["baseline"], c["samples_ms"]["candidate"], c.get("pair_placements"))
-             for c in cases])
+             for c in cases], between_runs=term)
+        recomputed.setdefault((section, task), []).append((lo, hi))
         kept = run.get("ci95") or [float("nan")] * 2
         print(f"| {section} | {task} | {run.get('speedup', float('nan')):.4f} "
               f"[{kept[0]:.4f}, {kept[1]:.4f}] | {s:.4f} [{lo:.4f}, {hi:.4f}] |")
@@ -54,6 +65,16 @@ def main() -> None:
             held += lo <= args.expect <= hi
     if args.expect is not None:
         print(f"\nrecomputed CIs holding {args.expect}: {held}/{total}")
+    overlap = service = 0
+    for (section, task), cis in recomputed.items():
+        serial = recomputed.get(("serial", task))
+        if section != "service" or not serial:
+            continue
+        for lo, hi in cis:
+            service += 1
+            overlap += any(lo <= s_hi and s_lo <= hi for s_lo, s_hi in serial)
+    if service:
+        print(f"\nrecomputed service CIs overlapping a serial one: {overlap}/{service}")
 
 
 if __name__ == "__main__":

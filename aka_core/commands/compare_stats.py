@@ -59,10 +59,14 @@ def case_point(groups: Sequence[Any]) -> float:
     return float(np.mean([math.log(float(np.median(g))) for g in groups]))
 
 
-def resampled_speedups(runs: Sequence[list[list[Any]]], rng: Any, n: int = BOOTSTRAP) -> Any:
+def resampled_speedups(runs: Sequence[list[list[Any]]], rng: Any, n: int = BOOTSTRAP,
+                       between_runs: float = 0.0) -> Any:
     """``n`` bootstrap replicates of a side's speedup: a run drawn at random (repeats), then per
     case its placements drawn with replacement (where there are several) and each drawn one's
-    pairs, the mean of their log medians per case, the geometric mean over cases."""
+    pairs, the mean of their log medians per case, the geometric mean over cases. Where the side
+    has one run, each case also draws a normal term of ``between_runs`` (the judge's, in logs):
+    one evaluation cannot show what moves the next, and a drawn run can only where there are
+    several."""
     import numpy as np
 
     out = np.empty(n)
@@ -82,8 +86,18 @@ def resampled_speedups(runs: Sequence[list[list[Any]]], rng: Any, n: int = BOOTS
                      else np.zeros((rows.size, 1), dtype=int))
             chosen = np.take_along_axis(medians.transpose(1, 2, 0), drawn[..., None], axis=2)
             logs += np.log(chosen[..., 0]).mean(axis=1)
+            if len(runs) == 1 and between_runs > 0:
+                logs += rng.normal(0.0, between_runs, size=rows.size)
         out[rows] = np.exp(logs / len(run))
     return out
+
+
+def judged_between_runs(results: Sequence[TaskResult]) -> float:
+    """The largest ``between_runs`` the side's records carry (0 for records from before it)."""
+    values = [r.evaluation.performance.between_runs for r in results
+              if r.evaluation.performance is not None]
+    return max((float(v) for v in values if v is not None and math.isfinite(v) and v > 0),
+               default=0.0)
 
 
 @attrs.frozen(kw_only=True)
@@ -107,7 +121,8 @@ def task_ratio(a: Sequence[TaskResult], b: Sequence[TaskResult], rng: Any) -> Ra
         return math.exp(float(np.mean([np.mean([case_point(groups) for groups in run])
                                        for run in runs])))
 
-    ratios = resampled_speedups(runs_a, rng) / resampled_speedups(runs_b, rng)
+    ratios = (resampled_speedups(runs_a, rng, between_runs=judged_between_runs(a))
+              / resampled_speedups(runs_b, rng, between_runs=judged_between_runs(b)))
     lo, hi = np.percentile(ratios, [2.5, 97.5])
     pairs = sum(g.size for run in runs_a + runs_b for groups in run for g in groups)
     return RatioCI(ratio=point(runs_a) / point(runs_b), ci95=(float(lo), float(hi)), samples=pairs)

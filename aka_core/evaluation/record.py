@@ -312,6 +312,10 @@ class Performance(OpenRecord):
     method: list[str] | None = None
     description: str | None = None
     cases: list[PerformanceCase] | None = None
+    between_runs: Number | None = None
+    """The standard deviation (in logs) per case that the CIs carry besides what the
+    evaluation measured: what moves a case from one evaluation to the next that no evaluation
+    sees in itself (``timing.between_runs_percent``)."""
     flush: str | None = None
     """How the L2 cache was flushed before each block."""
     gpu_lock_wait_s: Number | None = None

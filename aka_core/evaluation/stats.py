@@ -81,21 +81,27 @@ def by_placement(values: Sequence[float], placements: Sequence[int] | None
 
 
 def placed_speedup(baseline: Sequence[float], candidate: Sequence[float],
-                   placements: Sequence[int] | None = None) -> tuple[float, float, float]:
+                   placements: Sequence[int] | None = None, between_runs: float = 0.0
+                   ) -> tuple[float, float, float]:
     """(speedup, ci_low, ci_high) of a case whose pairs ran on ``placements`` (one per pair).
 
     One placement: ``paired_speedup``. Several: the mean over placements of their median log
     ratios, so that each placement weighs the same; the CI is the pairs' distribution-free CI
     widened to every placement's median (where memory lies is sampled by a few placements only:
-    more pairs on them would narrow a CI over pairs, not the spread between them)."""
+    more pairs on them would narrow a CI over pairs, not the spread between them). Either way
+    never narrower than ``between_runs`` (a standard deviation in logs: what moves a case's
+    speedup from one evaluation to the next that no evaluation sees in itself) allows."""
     logs = log_ratios(baseline, candidate)
     groups = by_placement(logs, placements)
     if len(groups) < 2:
-        return paired_speedup(baseline, candidate)
-    medians = [median(g) for g in groups]
-    lo, hi = median_ci(logs)
-    return (math.exp(sum(medians) / len(medians)), math.exp(min(lo, *medians)),
-            math.exp(max(hi, *medians)))
+        s, lo, hi = paired_speedup(baseline, candidate)
+    else:
+        medians = [median(g) for g in groups]
+        pooled_lo, pooled_hi = median_ci(logs)
+        s = math.exp(sum(medians) / len(medians))
+        lo, hi = math.exp(min(pooled_lo, *medians)), math.exp(max(pooled_hi, *medians))
+    floor = math.exp(1.96 * between_runs)
+    return s, min(lo, s / floor), max(hi, s * floor)
 
 
 def within_ci_halfwidth(baseline: Sequence[float], candidate: Sequence[float],
@@ -121,19 +127,22 @@ def geomean_speedup_ci(
                     | tuple[Sequence[float], Sequence[float], Sequence[int] | None]],
     replicates: int = 1000,
     seed: int = 0,
+    between_runs: float = 0.0,
 ) -> tuple[float, float, float]:
     """Geometric mean of per-case speedups with a 95% CI. A case may carry its pairs'
     placements (a third item): its estimate is then the mean of its placements' medians
     (``placed_speedup``). Without several placements in any case: a percentile bootstrap that
-    resamples pairs per case. With them: ``placed_ci`` (a bootstrap over two or three
-    placements per case reads half to two thirds of their variance)."""
+    resamples pairs per case. With them: ``placed_ci_halfwidth`` (a bootstrap over two or three
+    placements per case reads half to two thirds of their variance). Either way each case
+    carries ``between_runs`` besides (a standard deviation in logs, independent per case: what
+    moves a case from one evaluation to the next that no evaluation sees in itself)."""
     per_case: list[list[list[float]]] = []
     for case in cases:
         placements = case[2] if len(case) > 2 else None  # type: ignore[misc]
         per_case.append(by_placement(log_ratios(case[0], case[1]), placements))
     point = sum(sum(median(g) for g in groups) / len(groups) for groups in per_case) / len(per_case)
     if any(len(groups) > 1 for groups in per_case):
-        half = placed_ci_halfwidth(per_case)
+        half = placed_ci_halfwidth(per_case, between_runs)
         return math.exp(point), math.exp(point - half), math.exp(point + half)
     rng = random.Random(seed)
     estimates = []
@@ -141,6 +150,8 @@ def geomean_speedup_ci(
         total = 0.0
         for groups in per_case:
             total += median(rng.choices(groups[0], k=len(groups[0])))
+            if between_runs > 0:
+                total += rng.gauss(0.0, between_runs)
         estimates.append(total / len(per_case))
     estimates.sort()
     lo = estimates[int(0.025 * (replicates - 1))]
@@ -160,12 +171,14 @@ def t975(df: float) -> float:
     return _T975[max(int(df), 1) - 1]
 
 
-def placed_ci_halfwidth(per_case: Sequence[Sequence[Sequence[float]]]) -> float:
+def placed_ci_halfwidth(per_case: Sequence[Sequence[Sequence[float]]],
+                        between_runs: float = 0.0) -> float:
     """Half the 95% CI (in logs) of the mean over cases of each case's mean placement median.
 
     Each case's variance is that of its placements' medians over their number (each placement
     a draw of where memory lies, its pairs' noise included), never less than its pairs' own
-    distribution-free CI says; the cases' variances add, and Student's t takes the degrees of
+    distribution-free CI says, plus ``between_runs`` squared (a known term: no degrees of
+    freedom of its own); the cases' variances add, and Student's t takes the degrees of
     freedom of them all (the placements' variance pooled over the cases: one case's two
     placements alone, one degree of freedom, would multiply the interval by 12.7)."""
     variances, dfs = [], []
@@ -182,7 +195,8 @@ def placed_ci_halfwidth(per_case: Sequence[Sequence[Sequence[float]]]) -> float:
                 continue
         variances.append(of_pairs)
         dfs.append(max(len(pooled) - 1, 1))
-    total = sum(variances)
-    if total <= 0:
+    measured = sum(variances)
+    known = len(per_case) * between_runs ** 2
+    if measured + known <= 0:
         return 0.0
-    return t975(sum(dfs)) * math.sqrt(total) / len(per_case)
+    return math.sqrt(t975(sum(dfs)) ** 2 * measured + 1.96 ** 2 * known) / len(per_case)

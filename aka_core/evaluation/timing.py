@@ -1000,6 +1000,11 @@ def time_alone(fn: Any, inputs: Mapping[str, Any], flush: L2Reader, calls: int =
     return stats.median(times)
 
 
+def between_runs(judge: Judge) -> float:
+    """The task's ``timing.between_runs_percent`` as a standard deviation in logs."""
+    return math.log1p(judge.req.timing.between_runs_percent / 100)
+
+
 def measure(judge: Judge) -> None:
     from aka_core.evaluation import gpu_state, sides
 
@@ -1032,9 +1037,9 @@ def measure(judge: Judge) -> None:
         perf["gpu_state"] = {when: reading.result() for when, reading in states.items()}
     speedup, lo, hi = stats.geomean_speedup_ci(
         [(c["samples_ms"]["baseline"], c["samples_ms"]["candidate"], c.get("pair_placements"))
-         for c in cases_out])
+         for c in cases_out], between_runs=between_runs(judge))
     perf.update(
-        measured=True, speedup=speedup, ci95=[lo, hi],
+        measured=True, speedup=speedup, ci95=[lo, hi], between_runs=between_runs(judge),
         method=sorted({c["method"] for c in cases_out}),
         description=("judge-timed blocks of calls on fresh inputs (L2 read-flushed before each), "
                      "baseline and candidate interleaved in secret order, the fixed cost of a "
@@ -1102,7 +1107,8 @@ def finish_case(judge: Judge, timer: CaseTimer, record: dict[str, Any]) -> None:
     if judge.req.candidate is not None:
         check_interference(timer.case.name, ratio, interleaved_baseline, clean_baseline, copies,
                            placement=clean.get("placement", "new"))
-    s, lo, hi = stats.placed_speedup(baseline, candidate, timer.pair_placements)
+    s, lo, hi = stats.placed_speedup(baseline, candidate, timer.pair_placements,
+                                     between_runs=between_runs(judge))
     record.update(samples_ms={"baseline": baseline, "candidate": candidate}, speedup=s,
                   ci95=[lo, hi], baseline_median_ms=stats.median(baseline),
                   candidate_median_ms=stats.median(candidate),

@@ -91,3 +91,38 @@ def test_t_quantiles() -> None:
     assert stats.t975(1) == pytest.approx(12.706)
     assert stats.t975(2.7) == pytest.approx(4.303)  # fewer degrees of freedom: wider
     assert stats.t975(1000) == pytest.approx(1.96, abs=0.01)
+
+
+def test_a_case_ci_is_never_narrower_than_what_moves_it_between_runs() -> None:
+    b, c, where = placed([0.0, 0.0005, -0.0005], per=3, noise=0.0002)
+    s, lo, hi = stats.placed_speedup(b, c, where)
+    assert hi / lo < 1.003  # what the evaluation sees: +-0.1%
+    s_f, lo_f, hi_f = stats.placed_speedup(b, c, where, between_runs=math.log(1.003))
+    assert s_f == s
+    assert lo_f == pytest.approx(s / 1.003 ** 1.96) and hi_f == pytest.approx(s * 1.003 ** 1.96)
+    # A CI already wider than the floor is left as it is.
+    wide = placed([0.0, 0.03, -0.03], per=3)
+    assert stats.placed_speedup(*wide, between_runs=math.log(1.003)) == stats.placed_speedup(*wide)
+
+
+@pytest.mark.parametrize("placements", [1, 3])
+def test_the_task_ci_covers_what_moves_cases_between_evaluations(placements: int) -> None:
+    # Each evaluation's cases are off by a draw of 0.5% that nothing inside it shows (its
+    # placements agree); pairs agree to 0.05%. Without the between-runs term the CI covers the
+    # truth (2.0) in few evaluations; with it, in about 95%.
+    rng = random.Random(11)
+    sd = math.log(1.005)
+    covered = {0.0: 0, sd: 0}
+    trials = 300
+    for trial in range(trials):
+        cases = []
+        for _ in range(4):
+            shift = rng.gauss(0, sd)
+            offsets = [shift + rng.gauss(0, 0.0003) for _ in range(placements)]
+            b, c, where = placed(offsets, per=6 // placements + 1, noise=0.0005, seed=trial)
+            cases.append((b, c, where if placements > 1 else None))
+        for term in covered:
+            _, lo, hi = stats.geomean_speedup_ci(cases, replicates=200, between_runs=term)
+            covered[term] += lo <= 2.0 <= hi
+    assert covered[0.0] / trials < 0.6
+    assert 0.9 <= covered[sd] / trials <= 0.995

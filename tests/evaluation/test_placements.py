@@ -127,7 +127,8 @@ def test_the_clean_phase_compares_each_placement_with_itself(monkeypatch: pytest
                      "candidate": [0.3 + 4 * 0.5] * 6}
     timer.copy_ms = {"baseline": [1.0] * 6, "candidate": [1.0] * 6}
     timer.flush_ms = {"baseline": [0.5] * 6, "candidate": [0.5] * 6}
-    judge: Any = type("Judge", (), {"req": type("Req", (), {"candidate": object()})()})()
+    req = type("Req", (), {"candidate": object(), "timing": TimingPolicy()})()
+    judge: Any = type("Judge", (), {"req": req})()
     clean_where = [0, 1, 1, 1]
     record: dict[str, Any] = {"clean": {
         "windows_ms": [0.3 + 2 * per_call[p] for p in clean_where], "placement": "same",

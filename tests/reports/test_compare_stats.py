@@ -142,3 +142,31 @@ def test_placements_are_weighed_alike_and_resampled_first() -> None:
                         evaluation={"performance": {"measured": True, "speedup": 2.0,
                                                     "ci95": [1.9, 2.1], "cases": [unplaced]}})
     assert [len(g) for g in case_ratios(plain)[0]] == [6]  # as before placements
+
+
+def test_one_run_a_side_carries_the_judges_between_runs_term() -> None:
+    """Two single evaluations whose pairs agree to the last digit: their ratio's CI is as wide
+    as what moves a case between evaluations (the records' ``between_runs``), not zero; records
+    from before the term compare as they did."""
+    import math
+
+    import numpy as np
+
+    from aka_core.commands.compare_stats import task_ratio
+
+    def single(speedup: float, between_runs: float | None):
+        case = {"case": "c", "speedup": speedup,
+                "samples_ms": {"baseline": [speedup] * 8, "candidate": [1.0] * 8}}
+        perf = {"measured": True, "speedup": speedup, "ci95": [speedup, speedup],
+                "cases": [case], **({"between_runs": between_runs} if between_runs else {})}
+        return make_result("triton2triton/t0", speedup=speedup, ci=(speedup, speedup),
+                           correct=True, evaluation={"performance": perf})
+
+    term = math.log(1.003)
+    ratio = task_ratio([single(2.0, term)], [single(2.0, term)], np.random.default_rng(0))
+    assert ratio is not None and ratio.ratio == pytest.approx(1.0)
+    # Two independent draws of 0.3% each: the ratio's 95% CI is about +-1.96 * 0.42%.
+    assert ratio.ci95[0] == pytest.approx(1 - 0.0083, abs=0.0015)
+    assert ratio.ci95[1] == pytest.approx(1 + 0.0083, abs=0.0015)
+    before = task_ratio([single(2.0, None)], [single(2.0, None)], np.random.default_rng(0))
+    assert before is not None and before.ci95 == pytest.approx((1.0, 1.0))
