@@ -218,3 +218,20 @@ def test_every_agent_status_and_the_retry_fields_are_in_the_schemas() -> None:
     retry = load_schema("run_config")["properties"]["agent"]["properties"]["retry"]
     assert set(retry["properties"]) == {f.name for f in attrs.fields(AgentRetry)}
     assert {k: v["default"] for k, v in retry["properties"].items()} == attrs.asdict(AgentRetry())
+
+
+def test_the_timing_policys_between_runs_term_is_bounded_and_structured() -> None:
+    from aka_core.convert import structure
+    from aka_core.models import TimingPolicy
+
+    head = ("format: operator\nfamily: f\nbackend: triton\neditable: [kernel.py]\n"
+            "entrypoint: kernel.py:f\nreference: reference.py:f\ninputs: inputs.py:f\n"
+            "cases: [{name: a, params: {}}]\ntolerance: {float32: {rtol: 0.1}}\n"
+            "instructions: go\n")
+    assert problems_of(head + "timing: {between_runs_percent: 0.5, placements: 3}\n",
+                       "task") == []
+    (message,) = problems_of(head + "timing: {between_runs_percent: -1}\n", "task")
+    assert message == ("configs/x.yaml:11: timing.between_runs_percent: must be at least 0, "
+                       "got -1")
+    assert structure({"between_runs_percent": 0.5}, TimingPolicy).between_runs_percent == 0.5
+    assert TimingPolicy().between_runs_percent == 0.3
