@@ -99,3 +99,12 @@ class JudgeFailure(Exception):
 
 INFRA = FailureKind.INFRA_ERROR
 """Short for the evaluator's failures, which the judge raises often."""
+
+
+# Where an interference reading in the retry band was taken against (the clean phase's
+# ``placement``): ``same`` (the memory of the case's pairs), ``new``, or ``held_by_candidate``
+# (new because the candidate's processes held the memory the baseline's would have been kept
+# in). Drift does not repeat on the first and the last, so a reading there in every attempt is
+# the candidate's (``aka_core.service.outcome``).
+HELD_BY_CANDIDATE = "held_by_candidate"
+BLAMEABLE_PLACEMENTS = ("same", HELD_BY_CANDIDATE)

@@ -185,9 +185,16 @@ class CleanPhase(OpenRecord):
     """Blocks that only touch their inputs: the fixed cost of a block."""
     placement: str | None = None
     """``same``: on the arena and graph of the case's pairs (kept for it); ``new``: on new ones
-    (no room was left to keep them)."""
+    (no room was left to keep them); ``held_by_candidate``: new ones, because the candidate's
+    processes held the memory they would have been kept in (judged as ``same``)."""
     placements: list[int] | None = None
     """The placement each clean block ran on (``same``: those of the pairs, in turn)."""
+    set_aside_refused: dict[str, Json] | None = None
+    """Why they were not kept: ``why`` (``room``: the share for kept arenas was spent;
+    ``free``: under half the GPU's memory was free, with that share and what held memory then)."""
+    held_by_candidate_share: Number | None = None
+    """The share of the GPU the candidate's processes held when the case was refused for lack of
+    free memory (``timing.held_by_candidate``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -312,6 +319,9 @@ class Performance(OpenRecord):
     method: list[str] | None = None
     description: str | None = None
     cases: list[PerformanceCase] | None = None
+    candidate_memory: dict[str, Number] | None = None
+    """The GPU memory the candidate's processes gave back when killed before the clean phase
+    (``freed_when_killed_bytes``) and the GPU's (``gpu_bytes``)."""
     between_runs: Number | None = None
     """The standard deviation (in logs) per case that the CIs carry besides what the
     evaluation measured: what moves a case from one evaluation to the next that no evaluation

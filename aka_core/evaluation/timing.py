@@ -67,7 +67,13 @@ from aka_core.evaluation.arena import (
     shifted,
     slot_layout,
 )
-from aka_core.evaluation.failures import INFRA, FailureKind, JudgeFailure
+from aka_core.evaluation.failures import (
+    BLAMEABLE_PLACEMENTS,
+    HELD_BY_CANDIDATE,
+    INFRA,
+    FailureKind,
+    JudgeFailure,
+)
 from aka_core.evaluation.runner import DONE_OFFSET, GO_OFFSET
 from aka_core.evaluation.seeds import derive_seed
 from aka_core.evaluation.sides import RAISED, SideFailure
@@ -83,6 +89,10 @@ CLEAN_BLOCKS = 4
 # GPU's memory (beyond it a case's clean phase gets new ones: ``clean``'s ``placement``).
 SET_ASIDE_FRACTION = 0.25
 SET_ASIDE_FREE = 0.5  # ... and only while this share of it is free
+# A case sent to new memory for lack of free memory is the candidate's doing where the memory its
+# processes freed when killed would have made the difference, and was at least this share of
+# the GPU (less is within what other processes' start-ups and exits move).
+HELD_BY_CANDIDATE_MIN = 0.1
 INTERFERENCE_LIMIT = 0.03  # above: not judged (infra_error, retry)
 INTERFERENCE_FAIL = 0.10  # above: the candidate fails
 COPY_LIMIT = 1.2
@@ -281,6 +291,16 @@ class LaunchQueueFull(Exception):
         self.side, self.count = side, count
 
 
+def gpu_memory() -> tuple[int, int]:
+    """(free, total) bytes of the GPU, after the judge's allocator gave back what it only
+    caches."""
+    import torch
+
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info()
+    return int(free), int(total)
+
+
 class SetAside:
     """Room for the baselines' arenas and graphs kept from each case's pairs until its clean
     phase, so that the baseline is timed alone on the memory it was timed on beside the
@@ -290,6 +310,9 @@ class SetAside:
 
     def __init__(self, room: int, free_share: Callable[[], float] = lambda: 1.0):
         self.room, self.used, self.free_share = room, 0, free_share
+        self.refused: dict[str, Any] | None = None
+        """Why the last ``take`` was refused: ``room`` (the share is spent) or ``free`` (with
+        the free share then)."""
 
     @classmethod
     def on_this_gpu(cls) -> SetAside:
@@ -304,13 +327,22 @@ class SetAside:
     def take(self, nbytes: int) -> bool:
         """Room for ``nbytes`` more, and half the GPU's memory still free (kept memory is
         memory the next cases cannot have: their slots must not fail for it)."""
-        if self.used + nbytes > self.room or self.free_share() < SET_ASIDE_FREE:
+        self.refused = None
+        if self.used + nbytes > self.room:
+            self.refused = {"why": "room"}
+            return False
+        share = self.free_share()
+        if share < SET_ASIDE_FREE:
+            self.refused = {"why": "free", "free_share": round(share, 4)}
             return False
         self.used += nbytes
         return True
 
 
 class CaseTimer:
+    refused: dict[str, Any] | None = None
+    """Why the baseline's slots were not kept for the clean phase (``keep``)."""
+
     def __init__(self, judge: Judge, case: Any, index: int, flush: L2Reader,
                  aside: SetAside | None = None, last: bool = False):
         import torch
@@ -374,10 +406,7 @@ class CaseTimer:
     def free_memory(self) -> int:
         """The GPU's free bytes, after the judge's allocator gave back what it only caches (the
         last slots' stage, inputs and references): room a placement could have."""
-        import torch
-
-        torch.cuda.empty_cache()
-        return int(torch.cuda.mem_get_info()[0])
+        return gpu_memory()[0]
 
     def placements_that_fit(self, count: int, baseline: int, free: int) -> int:
         """The placements the policy asks for, as many as fit ``MEMORY_FRACTION`` of ``free``
@@ -851,10 +880,29 @@ class CaseTimer:
         # phase comes after the candidate's memory is freed (so a candidate holding most of the
         # GPU cannot send every case's clean phase to new memory).
         if not self.last and not self.aside.take(baseline.total + graph_bytes):
+            self.refused = dict(self.aside.refused or {})
+            if self.refused.get("why") == "free":
+                # What is known to hold memory now besides the candidate's own: both sides'
+                # slots and graphs of this case, the kept arenas, the judge's allocator.
+                candidate = self.slots.get("candidate")
+                known = baseline.total + graph_bytes + (candidate.total if candidate else 0)
+                if candidate is not None and self.mode.get("candidate") == "graph":
+                    known += (self.counts["candidate"] * 2 * self.out_bytes
+                              * candidate.placements)
+                self.refused.update(known_bytes=known, kept_bytes=self.aside.used,
+                                    **self.memory_snapshot())
             return
         self.judge._request("baseline", "keep", "timing", key=str(self.index))
         self.kept = baseline
         del self.slots["baseline"]
+
+    @staticmethod
+    def memory_snapshot() -> dict[str, int]:
+        """The GPU's free bytes and the judge's own allocator's reserved bytes, now."""
+        import torch
+
+        free, _ = gpu_memory()
+        return {"free_bytes": free, "judge_reserved_bytes": int(torch.cuda.memory_reserved())}
 
     def calls_that_fit(self, free: int) -> int:
         """Calls whose slots fit ``MEMORY_FRACTION`` of ``free`` bytes. None fitting, with the
@@ -979,8 +1027,11 @@ class CaseTimer:
         touches.append(self.block("baseline", None, touch=True))
         self.placement = 0
         self.release()
-        return {"windows_ms": windows, "touch_windows_ms": touches,
-                "placement": "same" if kept is not None else "new", "placements": where}
+        record = {"windows_ms": windows, "touch_windows_ms": touches,
+                  "placement": "same" if kept is not None else "new", "placements": where}
+        if kept is None and self.refused is not None:
+            record["set_aside_refused"] = self.refused
+        return record
 
 
 def time_alone(fn: Any, inputs: Mapping[str, Any], flush: L2Reader, calls: int = 10) -> float:
@@ -1026,13 +1077,20 @@ def measure(judge: Judge) -> None:
     states["pairs_end"] = gpu_state.Reading()  # the longest load: a slowdown shows here first
     # The clean phase: the candidate's process and everything it started are killed, so no
     # kernel of it can still run; then the baseline alone.
+    free_before, total = gpu_memory()
     judge.runners["candidate"].kill()
     # Waited for until gone: a child of the candidate still exiting (its memory not yet freed)
     # would otherwise share the clean phase, or fail its inputs for lack of memory.
     sides.kill_orphans_and_wait({judge.runners["baseline"].proc.pid})
+    after = {**CaseTimer.memory_snapshot(), "kept_bytes": aside.used, "gpu_bytes": total}
+    # What its processes held at the end: the memory their deaths gave back (the judge's own
+    # is unchanged in between, and each runner's is private to it).
+    perf["candidate_memory"] = {"freed_when_killed_bytes": max(0, after["free_bytes"]
+                                                               - free_before),
+                                "gpu_bytes": total}
     states["end"] = gpu_state.Reading()  # while the clean phase runs
     try:
-        finish_cases(judge, timers, cases_out)
+        finish_cases(judge, timers, cases_out, after)
     finally:  # also when a case's check ends the evaluation: a retry's reader wants the clocks
         perf["gpu_state"] = {when: reading.result() for when, reading in states.items()}
     speedup, lo, hi = stats.geomean_speedup_ci(
@@ -1055,19 +1113,45 @@ def measure(judge: Judge) -> None:
         "note": "every block's event time is within the judge's own wall-clock time of it"}
 
 
-def finish_cases(judge: Judge, timers: list[CaseTimer], records: list[dict[str, Any]]) -> None:
+def held_by_candidate(refused: Mapping[str, Any], after: Mapping[str, int] | None
+                      ) -> float:
+    """The share of the GPU the candidate's processes held when a case's baseline could not be
+    kept for lack of free memory (``refused``: ``CaseTimer.keep``'s reading then): what is free
+    once they are killed (``after``) and was not then, less what the judge knows held it (both
+    sides' slots and graphs of that case, the judge's own allocator; arenas kept since count
+    back). Memory it gave back before it was killed counts too: it held it when it mattered."""
+    if not after or refused.get("why") != "free" or "free_bytes" not in refused:
+        return 0.0
+    held = (after["free_bytes"] - refused["free_bytes"] - refused["known_bytes"]
+            - (refused["judge_reserved_bytes"] - after["judge_reserved_bytes"])
+            + (after["kept_bytes"] - refused["kept_bytes"]))
+    return max(0.0, held / after["gpu_bytes"]) if after.get("gpu_bytes") else 0.0
+
+
+def finish_cases(judge: Judge, timers: list[CaseTimer], records: list[dict[str, Any]],
+                 after: Mapping[str, int] | None = None) -> None:
     """Each case's clean phase and checks, in order. An interference reading too small to blame
     against new memory (where placement alone moves a call) waits for the other cases: one read
     alone on its own memory, or any verdict, says more, and the reward service's blame for a
-    repeated reading needs it (``check_interference``)."""
+    repeated reading needs it (``check_interference``). New memory that the candidate's own
+    holding forced on a case (``held_by_candidate``: without it half the GPU would have been
+    free) counts as the case's own memory: holding memory must not turn a slowdown it caused
+    into a reading nobody can blame. ``after``: the memory once the candidate was killed."""
     unsure: JudgeFailure | None = None
     for timer, record in zip(timers, records, strict=True):
-        record["clean"] = timer.clean()
+        record["clean"] = clean = timer.clean()
+        refused = clean.get("set_aside_refused") or {}
+        held = held_by_candidate(refused, after)
+        if held:
+            clean["held_by_candidate_share"] = round(held, 4)
+        if (clean["placement"] == "new" and held >= HELD_BY_CANDIDATE_MIN
+                and refused.get("free_share", 1.0) + held >= SET_ASIDE_FREE):
+            clean["placement"] = HELD_BY_CANDIDATE
         try:
             finish_case(judge, timer, record)
         except JudgeFailure as exc:
             if (exc.details.get("cause") != "interference_band" or unsure is not None
-                    or exc.details.get("placement") == "same"):
+                    or exc.details.get("placement") in BLAMEABLE_PLACEMENTS):
                 raise
             unsure = exc
     if unsure is not None:
@@ -1153,6 +1237,9 @@ def check_interference(case: str, ratio: float, interleaved: float, clean: float
     text = (f"case {case}: the baseline ran {(ratio - 1) * 100:.1f}% slower while the candidate's "
             f"process was alive ({interleaved:.4f} ms) than alone after it was stopped "
             f"({clean:.4f} ms)")
+    if placement == HELD_BY_CANDIDATE:
+        text += (", alone on new memory: the candidate's processes held the GPU memory the "
+                 "baseline's own would have been kept in (hold less than half the GPU's memory)")
     if ratio <= 1 + INTERFERENCE_FAIL:
         raise JudgeFailure(INFRA, text + ": too much to trust the timing, too little to blame the "
                            "candidate; retry", cause="interference_band", placement=placement,

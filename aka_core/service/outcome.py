@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from aka_core.evaluation import gpu_state
-from aka_core.evaluation.failures import CANDIDATE_FAILURES, FailureKind
+from aka_core.evaluation.failures import BLAMEABLE_PLACEMENTS, CANDIDATE_FAILURES, FailureKind
 
 RETRY = "retry"
 
@@ -49,7 +49,7 @@ def classify(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         # The candidate's doing if it repeats: read on the same memory, on a GPU whose clocks
         # held (a slowdown in the pairs but not alone would repeat too, and is the GPU's).
         if ((failure or {}).get("cause") == "interference_band"
-                and failure.get("placement") == "same"
+                and failure.get("placement") in BLAMEABLE_PLACEMENTS
                 and gpu_state.steady((evaluation.get("performance") or {}).get("gpu_state"))):
             retry["blame_if_repeated"] = FailureKind.INTERFERENCE.value
         return RETRY, retry

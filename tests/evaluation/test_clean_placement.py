@@ -245,3 +245,87 @@ def test_a_cases_retry_says_on_which_memory_its_baseline_was_timed_alone(
     assert band.value.details == {"cause": "interference_band", "placement": placement,
                                   "case": "c1"}
     assert record["interference"]["ratio"] == pytest.approx(1.05)
+
+
+def test_a_refusal_says_why() -> None:
+    share = [0.6]
+    aside = timing.SetAside(1000, lambda: share[0])
+    assert not aside.take(2000) and aside.refused == {"why": "room"}
+    share[0] = 0.3
+    assert not aside.take(10) and aside.refused == {"why": "free", "free_share": 0.3}
+    share[0] = 0.6
+    assert aside.take(10) and aside.refused is None
+
+
+GIB = 1 << 30
+
+
+def refusal(free_share: float, free: int, known: int = 2 * GIB, judge: int = GIB,
+            kept: int = 0) -> dict[str, Any]:
+    return {"why": "free", "free_share": free_share, "free_bytes": free, "known_bytes": known,
+            "judge_reserved_bytes": judge, "kept_bytes": kept}
+
+
+def test_what_the_candidate_held_when_its_case_was_refused() -> None:
+    # 80 GiB GPU; at the refusal 24 GiB free (30%); once the candidate is killed 60 GiB free. Of
+    # the 36 GiB gained, 2 GiB were the case's slots and 1 GiB the judge's own allocator's:
+    # 33 GiB (41%) were the candidate's, and 4 GiB kept since then count back.
+    after = {"free_bytes": 60 * GIB, "judge_reserved_bytes": 0, "kept_bytes": 4 * GIB,
+             "gpu_bytes": 80 * GIB}
+    held = timing.held_by_candidate(refusal(0.3, 24 * GIB), after)
+    assert held == pytest.approx(37 / 80)
+    assert timing.held_by_candidate({"why": "room"}, after) == 0.0
+    assert timing.held_by_candidate(refusal(0.3, 24 * GIB), None) == 0.0
+    # Nothing freed beyond what the judge knows of: nothing is the candidate's.
+    quiet = {**after, "free_bytes": 27 * GIB, "kept_bytes": 0}
+    assert timing.held_by_candidate(refusal(0.3, 24 * GIB), quiet) == 0.0
+
+
+class _Cleaned:
+    def __init__(self, index: int, refused: dict[str, Any] | None):
+        self.index, self.refused = index, refused
+
+    def clean(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"placement": "new" if self.refused else "same"}
+        if self.refused:
+            record["set_aside_refused"] = self.refused
+        return record
+
+
+@pytest.mark.parametrize(("refused", "placement", "raised_at"), [
+    # The candidate's 33 GiB (41%) would have left 71% free: its doing, judged at once.
+    (refusal(0.3, 24 * GIB), "held_by_candidate", 0),
+    # The share was spent by the baselines' own arenas: new memory, unsure, waits.
+    ({"why": "room"}, "new", 2),
+    # A GPU busy with other processes (the candidate's processes freed little): unsure.
+    (refusal(0.3, 55 * GIB), "new", 2),
+])
+def test_new_memory_the_candidate_forced_counts_as_the_cases_own(
+        monkeypatch: pytest.MonkeyPatch, refused: dict[str, Any], placement: str,
+        raised_at: int) -> None:
+    seen: list[tuple[int, str]] = []
+
+    def finish(judge: Any, timer: Any, record: dict[str, Any]) -> None:
+        seen.append((timer.index, record["clean"]["placement"]))
+        if timer.index == 0:
+            raise band(record["clean"]["placement"])
+
+    monkeypatch.setattr(timing, "finish_case", finish)
+    after = {"free_bytes": 60 * GIB, "judge_reserved_bytes": 0, "kept_bytes": 0,
+             "gpu_bytes": 80 * GIB}
+    timers: Any = [_Cleaned(0, refused), _Cleaned(1, None), _Cleaned(2, None)]
+    records: list[dict[str, Any]] = [{} for _ in range(3)]
+    with pytest.raises(JudgeFailure) as exc:
+        timing.finish_cases(None, timers, records, after)  # type: ignore[arg-type]
+    assert exc.value.details["placement"] == placement
+    assert seen[0] == (0, placement) and len(seen) == raised_at + 1
+    if placement == "held_by_candidate":
+        assert records[0]["clean"]["held_by_candidate_share"] == pytest.approx(33 / 80)
+
+
+def test_the_band_message_names_the_memory_the_candidate_held() -> None:
+    with pytest.raises(JudgeFailure) as exc:
+        timing.check_interference("c1", 1.05, 1.05, 1.0, {}, placement="held_by_candidate")
+    assert exc.value.kind == FailureKind.INFRA_ERROR
+    assert exc.value.details["placement"] == "held_by_candidate"
+    assert "held the GPU memory" in str(exc.value)

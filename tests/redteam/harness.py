@@ -47,6 +47,9 @@ class Exploit:
     devices: tuple[str, ...]
     kinds: tuple[str, ...]
     status: str = "completed"
+    placements: tuple[str, ...] = ()
+    """Where its ``infra_error`` is an interference reading in the retry band: the clean
+    phase's placements it may name (those the reward service blames when repeated)."""
 
 
 def load_exploits(device: str | None = None) -> list[Exploit]:
@@ -60,7 +63,8 @@ def load_exploits(device: str | None = None) -> list[Exploit]:
                           attack_class=data["class"], what=data["what"].strip(),
                           devices=tuple(data.get("devices", ("cpu", "cuda"))),
                           kinds=tuple(expect.get("kinds", ())),
-                          status=expect.get("status", "completed"))
+                          status=expect.get("status", "completed"),
+                          placements=tuple(expect.get("placements", ())))
         if device is None or device in exploit.devices:
             found.append(exploit)
     return found
@@ -200,6 +204,10 @@ def evaluate_exploit(exploit: Exploit, device: str = "auto") -> dict[str, Any]:
         problems.append(f"status {verdict['status']}, expected {exploit.status}")
     if exploit.kinds and kind not in exploit.kinds:
         problems.append(f"failure kind {kind!r}, expected one of {list(exploit.kinds)}")
+    if (exploit.placements and kind == "infra_error"
+            and failure.get("placement") not in exploit.placements):
+        problems.append(f"a retry on {failure.get('placement')!r} memory, which no repeat "
+                        f"blames (expected one of {list(exploit.placements)})")
     verdict["problems"] = problems
     verdict["verdict"] = "caught" if not problems else "FAILED: " + "; ".join(problems)
     return verdict

@@ -61,6 +61,9 @@ def band(placement: str, end: dict | None = None) -> dict:
 def test_a_retry_that_the_candidate_may_have_caused_says_whom_to_blame_if_it_repeats() -> None:
     status, result = outcome.classify(band("same"))
     assert status == outcome.RETRY and result["blame_if_repeated"] == "interference"
+    # New memory that the candidate's own holding forced: as its own memory.
+    status, result = outcome.classify(band("held_by_candidate"))
+    assert status == outcome.RETRY and result["blame_if_repeated"] == "interference"
     # Alone on new memory, where the memory's placement alone moves a call by percents: never.
     status, result = outcome.classify(band("new"))
     assert status == outcome.RETRY and "blame_if_repeated" not in result
