@@ -701,5 +701,18 @@ PY
       skip_calls_past_the_baselines_block skip_half_the_calls stall_large_blocks \
       2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 48" >&2; exit 2 ;;
+  49)
+    # The clean phase's memory attributed to the candidate that held it (held_by_candidate): the
+    # exploit against it, grab_gpu_memory, and the stored solutions after them (every GPU
+    # evaluation now reads the memory the candidate's death frees).
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 150 \
+      --exploits hoard_memory_and_slow_visible_cases grab_gpu_memory 2>&1 \
+      | grep --line-buffered "redteam\|INCOMPLETE\|After the red team"
+    python3 - "$out/redteam/bench.json" <<'PY2'
+import json, sys
+for name, v in json.load(open(sys.argv[1])).get("redteam", {}).items():
+    print(name, v.get("kind"), v.get("verdict"), (v.get("message") or "")[:240])
+PY2
+    ;;
+  *) echo "step 1 to 49" >&2; exit 2 ;;
 esac
