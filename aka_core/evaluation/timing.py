@@ -879,7 +879,11 @@ class CaseTimer:
         # The last case's is always kept: no case after it needs the memory, and the clean
         # phase comes after the candidate's memory is freed (so a candidate holding most of the
         # GPU cannot send every case's clean phase to new memory).
-        if not self.last and not self.aside.take(baseline.total + graph_bytes):
+        if self.last:
+            # Counted, not limited: the memory held when the candidate is killed must be told
+            # apart from what it held (``held_by_candidate``).
+            self.aside.used += baseline.total + graph_bytes
+        elif not self.aside.take(baseline.total + graph_bytes):
             self.refused = dict(self.aside.refused or {})
             if self.refused.get("why") == "free":
                 # What is known to hold memory now besides the candidate's own: both sides'

@@ -70,10 +70,13 @@ def test_the_last_case_is_kept_without_room(events: list[str]) -> None:
     # No case after it needs the memory, and its clean phase comes after the candidate's memory
     # is freed: a candidate holding most of the GPU cannot send it to new memory.
     judge: Any = RequestingJudge(events)
-    timer = timer_with_slots(judge, timing.SetAside(0, lambda: 0.1))
+    aside = timing.SetAside(0, lambda: 0.1)
+    timer = timer_with_slots(judge, aside)
     timer.last = True
     timer.keep()
     assert timer.kept is not None and "baseline keep sent" in events
+    # Counted: what the GPU holds when the candidate is killed is told apart from what it held.
+    assert aside.used == timer.kept.total + 3 * 2 * 512
 
 
 def test_the_room_is_shared_by_the_cases() -> None:
