@@ -90,6 +90,8 @@
 #   bash bench/device_steps.sh 43    # placements (pairs rotate over 3 per side): step 41's A/A,
 #                                    # the timing exploits, issue 13's table with serial scores
 #   bash bench/device_steps.sh 44    # issue 13's table alone (serial scores, service, singles)
+#   bash bench/device_steps.sh 50    # where the GPU-exclusive seconds go, stage by stage: the
+#                                    # service once over the 16 tasks, the judge profiled on four
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -714,5 +716,18 @@ for name, v in json.load(open(sys.argv[1])).get("redteam", {}).items():
     print(name, v.get("kind"), v.get("verdict"), (v.get("message") or "")[:240])
 PY2
     ;;
-  *) echo "step 1 to 49" >&2; exit 2 ;;
+  50)
+    # Where the GPU-exclusive seconds go now, stage by stage (slots set up, estimates, captures,
+    # pairs, the clean phase) and inside each runner operation: the service once over the 16
+    # tasks (no serial pass), then the judge profiled on four of them (kernel store warm).
+    AKA_KERNEL_CACHE=/tmp/kernel-store-50 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 --single 0 \
+      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,40p
+    AKA_KERNEL_CACHE=/tmp/kernel-store-50 python3 bench/judge_profile.py --out "$out/profile" \
+      --top 60 triton2triton/softmax cuda2cuda/rms_norm torch2cuda/fused_add_rms_norm \
+      torch2triton/cross_entropy >/dev/null 2>&1
+    grep -h "end to end\|^phases\|^judge stages\|^judge block" "$out"/profile/profile.md
+    ;;
+  *) echo "step 1 to 50" >&2; exit 2 ;;
 esac

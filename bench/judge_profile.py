@@ -47,6 +47,8 @@ def profile_one(task_id: str, out: Path, top: int) -> str:
                          f"method {case.get('method')}")
         lines.append("judge block steps s: "
                      f"{(evaluation.get('performance') or {}).get('judge_block_steps_s')}")
+        lines.append("judge stages s: "
+                     f"{(evaluation.get('performance') or {}).get('judge_stages_s')}")
         for side, ops in ((evaluation.get("diagnostics") or {}).get("runner_ops") or {}).items():
             lines.append(f"runner {side}: " + ", ".join(
                 f"{op} x{e.get('count')} {e.get('round_trip_s')} s (busy {e.get('busy_s')}"

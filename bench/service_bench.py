@@ -116,6 +116,7 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                         # timed blocks, and each runner's operations (count, round trips).
                         "block_steps": (evaluation.get("performance") or {}).get(
                             "judge_block_steps_s"),
+                        "stages": (evaluation.get("performance") or {}).get("judge_stages_s"),
                         "compile": (evaluation.get("compile") or {}).get("seconds"),
                         # How the timing was taken: the flush, the lock's wait, clocks and heat.
                         "measured_how": {k: (evaluation.get("performance") or {}).get(k)
@@ -309,6 +310,12 @@ def main() -> int:
             st.get(n, 0.0) for st in steps))
         lines.append("mean seconds of the timing phase's block steps: " + ", ".join(
             f"{n} {statistics.mean(st.get(n, 0.0) for st in steps):.3f}" for n in names))
+    stages = [r["stages"] for r in results if r.get("stages")]
+    if stages:  # the timing phase's seconds, by stage of its cases
+        names = sorted({n for st in stages for n in st}, key=lambda n: -sum(
+            st.get(n, 0.0) for st in stages))
+        lines.append("mean seconds of the timing phase's stages: " + ", ".join(
+            f"{n} {statistics.mean(st.get(n, 0.0) for st in stages):.3f}" for n in names))
     ops: dict[str, list[float]] = {}
     for r in results:
         for side, side_ops in (r.get("runner_ops") or {}).items():

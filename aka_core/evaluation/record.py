@@ -332,6 +332,9 @@ class Performance(OpenRecord):
     gpu_state: GpuStates | None = None
     judge_block_steps_s: dict[str, Number] | None = None
     """The judge's own seconds per step of its blocks (diagnostics)."""
+    judge_stages_s: dict[str, Number] | None = None
+    """The judge's seconds per stage of its cases (diagnostics): setting up slots, estimating,
+    capturing, the pairs, the clean phase."""
     unit: str | None = None
     """e2e: what a case's times measure (ms per output token)."""
     cpu_diagnostic: Performance | None = None

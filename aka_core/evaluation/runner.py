@@ -329,10 +329,13 @@ class Runner:
         from aka_core.evaluation import cuda_ipc
 
         self.op_release({})
+        self.step("release")
         # What the allocator only caches (the last captures' pools, the checks' outputs) goes
         # back to the GPU: the judge sizes the placements on the memory it sees free.
         torch.cuda.empty_cache()
+        self.step("empty_cache")
         self.arena = cuda_ipc.Arena(int(command["nbytes"]))
+        self.step("allocate")
         self.per_placement = int(command.get("per_placement") or len(command["slots"]))
         self.arena.bytes[:256].zero_()
         out = command.get("out") or [0, 0]
@@ -348,11 +351,13 @@ class Runner:
                                                 protocol.torch_dtype(item["dtype"]),
                                                 tuple(item["shape"]), tuple(item["strides"]))
             self.slots.append(views)
+        self.step("views")
         # Load the kernel of op_touch now: loading a module (lazily, at its first launch) while
         # this stream waits for the judge's "go" would wait for that stream, forever.
         with torch.cuda.stream(self.stream):
             self.arena.bytes[16:24].add_(0)
         torch.cuda.synchronize()
+        self.step("sync")
         import socket
 
         self.setups += 1
@@ -362,6 +367,7 @@ class Runner:
             socket.send_fds(self.fd_socket, [tag.encode()], [fd])
         finally:
             os.close(fd)
+        self.step("export")
         self.reply(ok=True, arena_fd=tag, nbytes=self.arena.nbytes)
 
     def op_capture(self, command: Mapping[str, Any]) -> None:
@@ -378,6 +384,7 @@ class Runner:
             for slot in self.slots[:count]:
                 self.fn(**slot)  # type: ignore[misc]
         torch.cuda.synchronize()
+        self.step("warm")
         graphs, calls = [], []
         for start in starts:
             graph = torch.cuda.CUDAGraph()
@@ -388,10 +395,12 @@ class Runner:
             graphs.append(graph)
             calls.append([_tensors(o) for o in outputs])
         torch.cuda.synchronize()
+        self.step("capture")
         with torch.cuda.stream(self.stream):
             for graph in graphs:
                 graph.replay()
         torch.cuda.synchronize()
+        self.step("upload")
         self.graphs, self.graph_outputs = graphs, calls
         self.reply(ok=True, outputs=None if self.out_region[1] else [
             [[self._export(t) for t in call] for call in placed] for placed in calls])
@@ -490,8 +499,10 @@ class Runner:
         self.exports = {}
         if self.arena is not None:
             self._sync()
+            self.step("sync")
             self.arena.close()
             self.arena = None
+            self.step("free")
         if command:
             self.reply(ok=True)
 

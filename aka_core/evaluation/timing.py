@@ -362,6 +362,7 @@ class CaseTimer:
                                checking.structure_bytes(self.expected)) + ALIGN
         self.slots: dict[str, SideSlots] = {}
         self.record: dict[str, Any] = {"case": case.name, "held_out": case.name in judge.held_out}
+        self.stages: dict[str, float] = {}  # the judge's seconds per stage of the case
         self.reset()
 
     def reset(self) -> None:
@@ -784,7 +785,9 @@ class CaseTimer:
         """The case timed with blocks of at most ``cap`` calls."""
 
         judge = self.judge
+        stage = _Steps(self.stages)
         self.allocate(min(ESTIMATE_CALLS, cap))
+        stage("setup")
         inputs = self.fresh_inputs(-1)
         # Warm up: first launches, allocator, caches. Not audited: nothing of these blocks is
         # used, and every timed block after them is (their references were ~1/8 of the case's).
@@ -805,9 +808,13 @@ class CaseTimer:
         # blocks shorter), the baseline's on its own estimate: never longer.
         baseline = self.baseline_calls(est["baseline"], count)
         count, baseline, placements = self.sizes_for_placements(count, baseline, free)
+        stage("estimate")
         self.allocate(count, baseline, placements)
+        stage("setup")
         self.choose_mode()
+        stage("capture")
         count = self.fit_graph_blocks(count, most, o_est)
+        stage("fit")
         self.record.update(calls_per_block=count, estimate_ms=est,
                            baseline_calls_per_block=self.counts["baseline"],
                            placements=self.placements)
@@ -859,11 +866,13 @@ class CaseTimer:
                            touch_windows_ms=self.touch_windows,
                            input_copy_ms={side: stats.median(v) for side, v in self.copy_ms.items()
                                           if v})
+        stage("pairs")
         if judge.req.time_reference:
             self.record["reference_ms"] = time_alone(judge.reference,
                                                      judge.inputs_for(self.case, 1), self.flush)
         self.keep()
         self.release()
+        stage("keep_release")
         return self.record
 
     def keep(self) -> None:
@@ -1005,6 +1014,7 @@ class CaseTimer:
         """The baseline alone (the candidate's process is gone): its time and ``o``, on the
         memory and graph of its blocks beside the candidate where they were kept (``keep``),
         its blocks in turn on each placement its pairs ran on."""
+        stage = _Steps(self.stages)
         kept, self.kept = self.kept, None
         if kept is not None:
             self.judge._request("baseline", "restore", "timing", key=str(self.index))
@@ -1022,6 +1032,7 @@ class CaseTimer:
         if kept is None and self.mode["baseline"] == "graph":
             self.prime("baseline", fresh=False)
             self.judge._request("baseline", "capture", "timing", count=self.counts["baseline"])
+        stage("clean_setup")
         windows, touches, where = [], [], []
         for block in range(max(CLEAN_BLOCKS, placements)):
             self.placement = block % placements
@@ -1029,8 +1040,10 @@ class CaseTimer:
             touches.append(self.block("baseline", None, touch=True))
             windows.append(self.block("baseline", inputs, audit=block == 0))
         touches.append(self.block("baseline", None, touch=True))
+        stage("clean_blocks")
         self.placement = 0
         self.release()
+        stage("clean_release")
         record = {"windows_ms": windows, "touch_windows_ms": touches,
                   "placement": "same" if kept is not None else "new", "placements": where}
         if kept is None and self.refused is not None:
@@ -1112,6 +1125,11 @@ def measure(judge: Judge) -> None:
         for name, seconds in timer.block_steps.items():
             steps[name] = steps.get(name, 0.0) + seconds
     perf["judge_block_steps_s"] = {k: round(v, 4) for k, v in steps.items()}
+    stages: dict[str, float] = {}
+    for timer in timers:
+        for name, seconds in timer.stages.items():
+            stages[name] = stages.get(name, 0.0) + seconds
+    perf["judge_stages_s"] = {k: round(v, 4) for k, v in stages.items()}
     judge.result["wall_clock_check"] = {
         "passed": True, "blocks": sum(len(t.host_check) for t in timers),
         "note": "every block's event time is within the judge's own wall-clock time of it"}
@@ -1266,7 +1284,8 @@ def speed_of_light(judge: Judge, case: Any) -> float | None:
 
 
 class _Steps:
-    """Diagnostics: the judge's seconds per step of its blocks, summed into ``into``."""
+    """Diagnostics: the judge's seconds per step (of its blocks, of a case), summed into
+    ``into``."""
 
     def __init__(self, into: dict[str, float]):
         self.into = into

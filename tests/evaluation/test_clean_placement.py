@@ -155,6 +155,7 @@ def bare_runner(events: list[str]) -> Any:
     runner.device, runner.set_aside = "cpu", {}
     runner.replies = []
     runner.reply = lambda **message: runner.replies.append(message)
+    runner.step = lambda name: None
     runner.arena, runner.slots, runner.out_region = FakeMemory("case 0", events), ["s"], (8, 8)
     runner.graphs, runner.graph_outputs, runner.per_placement = ["graph 0"], [[["o"]]], 1
     runner.kept, runner.last_calls, runner.exports = [["k"]], [["l"]], {1: b"x"}
