@@ -67,6 +67,7 @@ class _Timer(timing.CaseTimer):
                                         "req": type("Req", (), {"time_reference": False})()})()
         self.ms, self.slots, self.aside, self.kept, self.last = per_placement_ms, {}, None, None, 0
         self.mode = {"baseline": "graph", "candidate": "graph"}
+        self.stages: dict[str, float] = {}
         self.reset()
 
     def allocate(self, count: int, baseline: int | None = None, placements: int = 1) -> None:
