@@ -604,7 +604,7 @@ def test_the_clean_phase_makes_one_set_of_fresh_inputs_for_all_its_blocks(
     timer.judge, timer.layout, timer.region, timer.count, timer.out_aligned = Judge(), {}, 64, 9, 0
     timer.counts = {"baseline": 4, "candidate": 9}  # the stage shrinks to the baseline's calls
     timer.mode, timer.slots = {"baseline": "graph", "candidate": "graph"}, {}
-    timer.kept = None  # nothing set aside: new slots, a new capture
+    timer.kept, timer.stages = None, {}  # nothing set aside: new slots, a new capture
     made: list[int] = []
     primed: list[tuple[tuple[str, ...], bool]] = []
     blocks: list[tuple[bool, bool, object]] = []
