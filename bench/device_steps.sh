@@ -92,6 +92,8 @@
 #   bash bench/device_steps.sh 44    # issue 13's table alone (serial scores, service, singles)
 #   bash bench/device_steps.sh 50    # where the GPU-exclusive seconds go, stage by stage: the
 #                                    # service once over the 16 tasks, the judge profiled on four
+#   bash bench/device_steps.sh 51    # A/B: audits read later and captures at once against the
+#                                    # judge before them (service, stages), then audit exploits
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -729,5 +731,26 @@ PY2
       torch2triton/cross_entropy >/dev/null 2>&1
     grep -h "end to end\|^phases\|^judge stages\|^judge block" "$out"/profile/profile.md
     ;;
-  *) echo "step 1 to 50" >&2; exit 2 ;;
+  51)
+    # A/B on one machine: the judge with audits read after the next block is armed and both
+    # sides captured at once (new) against the judge before them (.whl-old: OLD=b96229d), each
+    # from an empty kernel store, new first; then the exploits that play on the audits.
+    if [ ! -d /opt/aka-old ]; then
+      echo "step 51 needs .whl-old: OLD=b96229d bash bench/build_device_wheels.sh" >&2; exit 2
+    fi
+    for engine in new old; do
+      site=/opt/aka-site; [ "$engine" = old ] && site=/opt/aka-old
+      echo "== engine $engine ($site)"
+      AKA_KERNEL_CACHE="/tmp/kernel-store-51-$engine" PYTHONPATH="$site" python3 \
+        bench/service_bench.py --out "$out/service-$engine" --repeats 3 --in-flight 64 \
+        --per-gpu 4 --warm 0 --single 0 --deadline-s "${SERVICE_DEADLINE_S:-150}" \
+        --tasks $SERVICE_TASKS 2>&1 | grep -v "^ERROR\|^Traceback\|^  File\|^    " \
+        | grep "evaluations per GPU-minute\|mean seconds\|mean round-trip\|overlap"
+    done
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
+      --deadline-s "${REDTEAM_DEADLINE_S:-100}" --exploits correct_only_when_checked \
+      skip_a_sliver_when_timed wrong_in_the_last_element cache_by_pointer skip_half_the_calls \
+      2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  *) echo "step 1 to 51" >&2; exit 2 ;;
 esac
