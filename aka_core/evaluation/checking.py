@@ -373,39 +373,6 @@ def read_flags(flags: list[Any]) -> list[bool]:
     return [bool(v) for v in torch.stack([f.reshape(()) for f in flags]).tolist()]
 
 
-class FlagsRead:
-    """Boolean scalar tensors read back without waiting now: on a GPU they are copied into
-    pinned host memory behind an event on the current stream, so ``ready`` tells (without
-    waiting) whether their values have arrived and ``values`` waits for that event alone, not
-    for work enqueued after it."""
-
-    def __init__(self, flags: list[Any]):
-        import torch
-
-        self.event: Any = None
-        if not flags:
-            self.host = None
-            return
-        stacked = torch.stack([f.reshape(()) for f in flags])
-        if stacked.device.type != "cuda":
-            self.host = stacked.clone()
-            return
-        self.host = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True)
-        self.host.copy_(stacked, non_blocking=True)
-        self.event = torch.cuda.Event()
-        self.event.record()
-
-    def ready(self) -> bool:
-        return self.event is None or bool(self.event.query())
-
-    def values(self) -> list[bool]:
-        if self.host is None:
-            return []
-        if self.event is not None:
-            self.event.synchronize()
-        return [bool(v) for v in self.host.tolist()]
-
-
 def same_bytes(a: Any, b: Any) -> bool:
     import torch
 

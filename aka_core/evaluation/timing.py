@@ -126,20 +126,6 @@ class L2Reader:
         torch.sum(self.buffer, dim=0, out=self.sink)
 
 
-@attrs.frozen
-class PendingAudit:
-    """An audit enqueued on the GPU (``CaseTimer.audit``) whose flags are read later: one per
-    input (its bytes changed?), then one per output (outside the tolerances?)."""
-
-    side: str
-    where: str
-    names: list[str]
-    outs: list[Any]
-    ref: list[Any]
-    flags: checking.FlagsRead
-    sample: str
-
-
 class SideSlots:
     """One runner's arena of ``count`` input slots (+ control words) and its output views.
 
@@ -392,7 +378,6 @@ class CaseTimer:
         self.references: dict[int, list[Any]] = {}
         self.positions: list[Any | None] = []
         self.audits = 0
-        self.pending: list[PendingAudit] = []  # audits enqueued, their flags not yet read
         self.stage: Any = None
         self.stage_views: list[dict[str, Any]] = []
         self.count = ESTIMATE_CALLS
@@ -464,8 +449,6 @@ class CaseTimer:
                             for j in range(self.count)]
 
     def release(self) -> None:
-        # The audits read these slots' inputs: their flags are read before the memory goes.
-        self.settle_audits()
         slots, self.slots = self.slots, {}
         if slots:
             release_slots(self.judge, slots)
@@ -536,20 +519,22 @@ class CaseTimer:
             candidate_runner.send(op="capture", count=self.counts["candidate"])
         except SideFailure as exc:
             raise self.judge.side_failure("candidate", exc, "timing") from None
+        captured = True
         try:
             self.judge._answer("baseline", "capture", "timing")
         except JudgeFailure as exc:
             self.record["graph_fallback"] = f"the baseline cannot be captured: {exc}"
+            captured = False
         try:
             reply = candidate_runner.answer("capture", ARM_SECONDS)
         except SideFailure as exc:
             if exc.kind != RAISED:
                 raise self.judge.side_failure("candidate", exc, "timing") from None
-            if "graph_fallback" not in self.record:
+            if captured:
                 self.record["candidate_method"] = "eager"
                 self.record["candidate_graph_failure"] = str(exc)[:500]
             reply = None
-        if "graph_fallback" in self.record:
+        if not captured:
             return  # both sides eager (the candidate's graphs go with its slots)
         self.mode["baseline"] = "graph"  # its outputs: copied after each audited block
         self.record["method"] = "cuda_graph"
@@ -738,9 +723,8 @@ class CaseTimer:
               mismatch: str | None) -> None:
         """Compare the audited elements of a timed call's outputs (``outs``: taken at the pair's
         secret positions unless ``mismatch`` says their structure is wrong) with the reference's
-        on the same inputs, and its inputs with the judge's copy. The comparison is enqueued
-        here, its flags read later (``settle_audits``): the GPU does it while the next block is
-        armed, and one wait reads the flags of several blocks. A wrong structure fails at once."""
+        on the same inputs, and its inputs with the judge's copy (one wait for the GPU when it
+        passes; the detailed comparison only when it does not)."""
         assert inputs is not None
         self.audits += 1
         ref = self.references.get(j)
@@ -752,45 +736,26 @@ class CaseTimer:
                                    f"shapes {shapes} in a timed audit, the baseline "
                                    f"{[shape for shape, _ in self.expected]}")
             ref = self.references[j] = checking.take(full, self.positions)
-        where = f"case {self.case.name}, call {j + 1} of a timed block of {self.counts[side]}"
-        if mismatch:
-            self.audit_failed(side, where, mismatch)
         slot_inputs = self.slot_inputs(side, j)
         names = list(slot_inputs)
         flags = [checking.bytes_differ_flag(slot_inputs[name], self.stage_views[j][name])
                  for name in names]
-        flags += checking.output_failure_flags(outs, ref, self.audit_tolerance())
-        self.pending.append(PendingAudit(side, where, names, outs, ref,
-                                         checking.FlagsRead(flags), self.audit_sample()))
-
-    def audit_sample(self) -> str:
-        """How the audited elements were chosen (for a failure's message)."""
-        if any(where is not None for where in self.positions):
-            return (f" (compared at {AUDIT_SAMPLE} positions of each output drawn from the "
-                    "judge's secret)")
-        return ""
-
-    def settle_audits(self, *, all_of_them: bool = True) -> None:
-        """Read the flags of the audits enqueued so far and fail on the first that differs.
-        ``all_of_them=False``: only those the GPU has already computed (no wait); the rest stay
-        pending. Every audit is settled before its case's slots are released."""
-        while self.pending:
-            audit = self.pending[0]
-            if not all_of_them and not audit.flags.ready():
-                return
-            self.pending.pop(0)
-            values = audit.flags.values()
-            changed = [name for name, differs in zip(audit.names, values, strict=False) if differs]
-            if changed:
-                self.audit_failed(audit.side, audit.where,
-                                  f"it modified its inputs {', '.join(changed)}")
-            if any(values[len(audit.names):]):
-                cmp = checking.compare_outputs(audit.outs, audit.ref, self.audit_tolerance())
-                self.audit_failed(audit.side, audit.where, (cmp.get("reason") or "it differs "
-                                  "from the reference") + audit.sample)
-
-    def audit_failed(self, side: str, where: str, problem: str) -> None:
-        self.pending = []
+        if not mismatch:
+            flags += checking.output_failure_flags(outs, ref, self.audit_tolerance())
+        values = checking.read_flags(flags)
+        changed = [name for name, differs in zip(names, values, strict=False) if differs]
+        problem = mismatch
+        if problem is None and any(values[len(names):]):
+            cmp = checking.compare_outputs(outs, ref, self.audit_tolerance())
+            problem = cmp.get("reason") or "it differs from the reference"
+            if any(where is not None for where in self.positions):
+                problem += (f" (compared at {AUDIT_SAMPLE} positions of each output drawn from the "
+                            "judge's secret)")
+        if changed:
+            problem = f"it modified its inputs {', '.join(changed)}"
+        if problem is None:
+            return
+        where = f"case {self.case.name}, call {j + 1} of a timed block of {self.counts[side]}"
         if side == "candidate":
             raise JudgeFailure(FailureKind.TIMING_CHECK,
                                f"a timed call's output is wrong ({where}): {problem}",
@@ -882,9 +847,6 @@ class CaseTimer:
                 order.reverse()
             for side in order:
                 self.windows[side].append(self.block(side, inputs))
-            # The first block's audits were done before the second's window (its stream waits
-            # for them): read without waiting. The second's are read after the next pair's first.
-            self.settle_audits(all_of_them=False)
             if pair % 5 == 4:
                 self.touch_windows.append(self.block("baseline", None, touch=True))
             pair += 1

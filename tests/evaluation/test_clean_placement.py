@@ -36,7 +36,7 @@ def timer_with_slots(judge: Any, aside: timing.SetAside | None, index: int = 2,
     timer.counts = {"baseline": 3, "candidate": 5}
     timer.mode = {"baseline": mode, "candidate": mode}
     timer.out_bytes = 512
-    timer.stage, timer.stage_views, timer.stages, timer.pending = None, [], {}, []
+    timer.stage, timer.stage_views, timer.stages = None, [], {}
     return timer
 
 

@@ -434,7 +434,7 @@ def test_a_block_that_never_arms_says_what_blocks_it() -> None:
 def test_a_case_whose_baseline_cannot_enqueue_a_block_is_timed_again_with_smaller_blocks() -> None:
     # The GPU path (releasing the held block) needs a GPU; the retry around it does not.
     timer = object.__new__(timing.CaseTimer)
-    timer.record, timer.slots, timer.pending = {"case": "c"}, {}, []
+    timer.record, timer.slots = {"case": "c"}, {}
     caps: list[int] = []
 
     def run_blocks(cap: int) -> dict[str, object]:
@@ -604,7 +604,7 @@ def test_the_clean_phase_makes_one_set_of_fresh_inputs_for_all_its_blocks(
     timer.judge, timer.layout, timer.region, timer.count, timer.out_aligned = Judge(), {}, 64, 9, 0
     timer.counts = {"baseline": 4, "candidate": 9}  # the stage shrinks to the baseline's calls
     timer.mode, timer.slots = {"baseline": "graph", "candidate": "graph"}, {}
-    timer.kept, timer.stages, timer.pending = None, {}, []  # nothing set aside: new slots
+    timer.kept, timer.stages = None, {}  # nothing set aside: new slots, a new capture
     made: list[int] = []
     primed: list[tuple[tuple[str, ...], bool]] = []
     blocks: list[tuple[bool, bool, object]] = []
