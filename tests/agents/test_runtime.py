@@ -277,7 +277,10 @@ def test_interrupting_aka_stops_the_cli_and_goes_on(
     started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
-            FinalAgent({"confinement": "off"}).run(invocation)
+            execution = FinalAgent({"confinement": "off"}).run(invocation)
+            # Said, so that a run which returns instead (it has, once, under load) explains why.
+            pytest.fail(f"the run returned after {time.monotonic() - started:.1f} s: "
+                        f"{execution.status}: {execution.message}")
     finally:
         timer.cancel()
     assert time.monotonic() - started < 15
