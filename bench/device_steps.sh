@@ -94,8 +94,8 @@
 #                                    # service once over the 16 tasks, the judge profiled on four
 #   bash bench/device_steps.sh 51    # A/B: audits read later and captures at once against the
 #                                    # judge before them (service, stages), then audit exploits
-#   bash bench/device_steps.sh 52    # captures at once: issue 13's table (serial, service with
-#                                    # stages, singles)
+#   bash bench/device_steps.sh 52    # captures at once: issue 13's rate and latencies (service
+#                                    # with stages, singles; no serial pass)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -755,11 +755,12 @@ PY2
       2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   52)
-    # Both sides' graphs captured at once: issue 13's table (serial scores, the service with its
-    # stages, single requests, `aka eval --service`).
+    # Both sides' graphs captured at once: issue 13's rate and latencies (the service with its
+    # stages, single requests, `aka eval --service`); no serial pass (steps 45 and 46 compared
+    # the same solutions' service scores with serial ones), so that it fits a short call.
     AKA_KERNEL_CACHE=/tmp/kernel-store-52 python3 bench/service_bench.py --out "$out/service" \
-      --repeats 2 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 3 --single-gap 6 \
-      --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --single 2 --single-gap 6 \
+      --deadline-s "${SERVICE_DEADLINE_S:-170}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
     ;;
   *) echo "step 1 to 52" >&2; exit 2 ;;
