@@ -116,7 +116,9 @@
 # memory (every gpu_bench case records it): can the 3-10% retry band narrow?
 # 51 and 52 ran on H100s on 2026-12-06 (bench/results/h100-2026-12-06f/: the timing phase by stage,
 # captures at once kept, audits read later reverted). Next: A/B runs of less judge work per
-# evaluation (fewer estimate blocks, one slot set-up per case), then step 46 on an H200.
+# evaluation (fewer estimate blocks, one slot set-up per case), then step 46 on an H200. A short
+# call that cannot afford the serial pass should pass `--warm-pass` to service_bench.py (step 52
+# measured from an empty kernel store: 34 builds inside its window).
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f

@@ -3,7 +3,9 @@
 1. ``--warm N``: N serial ``aka eval`` of one small task's stored solution after a first one
    that fills the kernel store: wall seconds p50 (the single-evaluation latency a trainer sees).
 2. ``--serial``: one ``aka eval`` per task's stored solution, one after another (the reference
-   scores and the serial rate).
+   scores and the serial rate). ``--warm-pass`` instead (or too): every task once through the
+   service before anything is measured, so that a short run also starts from a warm kernel
+   store.
 3. ``--single N``: N requests of the same task, one at a time, to the idle service (each after a
    pause in which the slot's next evaluation starts: ``--prestart``): wall seconds p50, what one
    rollout waits.
@@ -195,6 +197,9 @@ def main() -> int:
     parser.add_argument("--warm", type=int, default=5)
     parser.add_argument("--warm-task", default="triton2triton/softmax")
     parser.add_argument("--serial", action="store_true")
+    parser.add_argument("--warm-pass", action="store_true",
+                        help="before the measured requests, every task once through the service, "
+                        "not counted: the kernel store warm without a serial pass")
     parser.add_argument("--serial-repeats", type=int, default=1,
                         help="with --serial: rounds of `aka eval` over the tasks (the spread "
                         "between a candidate's evaluations outside the service)")
@@ -235,6 +240,11 @@ def main() -> int:
                     raise SystemExit("aka serve did not start")
                 time.sleep(0.2)
             url = json.loads((state / "service.json").read_text())["url"]
+            if args.warm_pass:  # every task once, not counted: the kernel store filled
+                warmed, warm_wall = asyncio.run(through_service(url, tasks, 1, args.in_flight))
+                report["warm_pass"] = {"evaluations": len(warmed), "wall_s": warm_wall,
+                                       "statuses": sorted({str(r.get("status"))
+                                                           for r in warmed})}
             if args.single:
                 walls, phases, timelines = asyncio.run(single_requests(
                     url, args.warm_task, args.single, args.single_gap))
@@ -260,6 +270,9 @@ def main() -> int:
              f"{'' if len(results) == len(tasks) * args.repeats else ', cut at --deadline-s'}), "
              f"{args.in_flight} in flight, {args.per_gpu} per GPU: {wall:.1f} s, "
              f"**{rate:.1f} evaluations per GPU-minute**"]
+    if "warm_pass" in report:
+        lines.append(f"warm pass (not counted): {report['warm_pass']['evaluations']} evaluations "
+                     f"in {report['warm_pass']['wall_s']:.1f} s")
     if "warm" in report:
         lines.append(f"warm `aka eval` of {args.warm_task}: p50 {report['warm']['p50']:.2f} s "
                      f"({', '.join(f'{w:.2f}' for w in report['warm']['wall_s'])})")
