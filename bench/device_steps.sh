@@ -96,6 +96,7 @@
 #                                    # judge before them (service, stages), then audit exploits
 #   bash bench/device_steps.sh 52    # captures at once: issue 13's rate and latencies (service
 #                                    # with stages, singles; no serial pass)
+#   bash bench/device_steps.sh 53    # step 52's rate from a warm kernel store (--warm-pass)
 # Steps 1 and 2 ran on 2026-12-01 (bench/results/h200-2026-12-01d/); 10, 11 and 3 on 2026-12-02
 # (bench/results/h200-2026-12-02b/); 14 on every e2e task on 2026-12-03
 # (bench/results/h200-2026-12-03b/); 15, 16 and 17 on 2026-12-03 (bench/results/h200-2026-12-03c/).
@@ -768,5 +769,13 @@ PY2
       --deadline-s "${SERVICE_DEADLINE_S:-170}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
     ;;
-  *) echo "step 1 to 52" >&2; exit 2 ;;
+  53)
+    # Step 52 from a warm kernel store (every task once through the service first, not counted),
+    # short enough for a call of about four minutes: the rate alone.
+    AKA_KERNEL_CACHE=/tmp/kernel-store-53 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 2 --in-flight 64 --per-gpu 4 --warm 0 --single 0 --warm-pass \
+      --deadline-s "${SERVICE_DEADLINE_S:-110}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,14p
+    ;;
+  *) echo "step 1 to 53" >&2; exit 2 ;;
 esac
