@@ -260,6 +260,9 @@ class PerformanceCase(OpenRecord):
     """Why the case was timed eagerly: the baseline could not be captured in a CUDA graph."""
     candidate_method: str | None = None
     candidate_graph_failure: str | None = None
+    baseline_capture_retried: str | None = None
+    """Why the baseline's capture, beside the candidate's, failed once before it was captured
+    alone."""
     graph_resized: dict[str, Number] | None = None
     """Graph blocks sized again from replays: ``from`` and ``to`` calls per block (the baseline's:
     ``baseline_to``), the faster side's replayed call's ms (``kept``: a side could not replay

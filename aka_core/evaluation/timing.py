@@ -519,29 +519,37 @@ class CaseTimer:
             candidate_runner.send(op="capture", count=self.counts["candidate"])
         except SideFailure as exc:
             raise self.judge.side_failure("candidate", exc, "timing") from None
-        captured = True
+        failed: JudgeFailure | None = None
         try:
             self.judge._answer("baseline", "capture", "timing")
         except JudgeFailure as exc:
-            self.record["graph_fallback"] = f"the baseline cannot be captured: {exc}"
-            captured = False
+            failed = exc
+        reply, refused = None, None
         try:
             reply = candidate_runner.answer("capture", ARM_SECONDS)
         except SideFailure as exc:
             if exc.kind != RAISED:
                 raise self.judge.side_failure("candidate", exc, "timing") from None
-            if captured:
-                self.record["candidate_method"] = "eager"
-                self.record["candidate_graph_failure"] = str(exc)[:500]
-            reply = None
-        if not captured:
-            return  # both sides eager (the candidate's graphs go with its slots)
+            refused = exc
+        if failed is not None:
+            # Once more with the candidate idle: its capture, at the same time, must not be what
+            # made the baseline's fail (by the memory it took meanwhile, say).
+            try:
+                self.judge._request("baseline", "capture", "timing",
+                                    count=self.counts["baseline"])
+            except JudgeFailure as exc:
+                self.record["graph_fallback"] = f"the baseline cannot be captured: {exc}"
+                return  # both sides eager (the candidate's graphs go with its slots)
+            self.record["baseline_capture_retried"] = str(failed)[:500]
         self.mode["baseline"] = "graph"  # its outputs: copied after each audited block
         self.record["method"] = "cuda_graph"
-        if reply is not None:
-            candidate = self.slots["candidate"]
-            candidate.outputs = candidate.placed_views(reply.get("outputs"))
-            self.mode["candidate"] = "graph"
+        if refused is not None:
+            self.record["candidate_method"] = "eager"
+            self.record["candidate_graph_failure"] = str(refused)[:500]
+            return
+        candidate = self.slots["candidate"]
+        candidate.outputs = candidate.placed_views(reply.get("outputs") if reply else None)
+        self.mode["candidate"] = "graph"
 
     # ------------------------------------------------------------------ one block
     def block(self, side: str, inputs: list[dict[str, Any]] | None, *, touch: bool = False,
@@ -997,7 +1005,8 @@ class CaseTimer:
         self.allocate(size, baseline, self.placements_that_fit(
             size, min(size, baseline or size), free))
         self.mode = {"baseline": "eager", "candidate": "eager"}
-        for key in ("method", "graph_fallback", "candidate_method", "candidate_graph_failure"):
+        for key in ("method", "graph_fallback", "candidate_method", "candidate_graph_failure",
+                    "baseline_capture_retried"):
             self.record.pop(key, None)
         self.choose_mode()
         return size if self.mode["baseline"] == self.mode["candidate"] == "graph" else -1
