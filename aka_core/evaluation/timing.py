@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -513,12 +513,8 @@ class CaseTimer:
             return
         self.prime("baseline", "candidate")
         # Both sides capture at once (each in its own process); the baseline's answer decides.
-        self.judge._send("baseline", "capture", "timing", count=self.counts["baseline"])
-        candidate_runner = self.judge.runners["candidate"]
-        try:
-            candidate_runner.send(op="capture", count=self.counts["candidate"])
-        except SideFailure as exc:
-            raise self.judge.side_failure("candidate", exc, "timing") from None
+        for side in ("baseline", "candidate"):
+            self.judge._send(side, "capture", "timing", count=self.counts[side])
         failed: JudgeFailure | None = None
         try:
             self.judge._answer("baseline", "capture", "timing")
@@ -526,7 +522,7 @@ class CaseTimer:
             failed = exc
         reply, refused = None, None
         try:
-            reply = candidate_runner.answer("capture", ARM_SECONDS)
+            reply = self.judge.runners["candidate"].answer("capture", ARM_SECONDS)
         except SideFailure as exc:
             if exc.kind != RAISED:
                 raise self.judge.side_failure("candidate", exc, "timing") from None
@@ -547,8 +543,9 @@ class CaseTimer:
             self.record["candidate_method"] = "eager"
             self.record["candidate_graph_failure"] = str(refused)[:500]
             return
+        assert reply is not None
         candidate = self.slots["candidate"]
-        candidate.outputs = candidate.placed_views(reply.get("outputs") if reply else None)
+        candidate.outputs = candidate.placed_views(reply.get("outputs"))
         self.mode["candidate"] = "graph"
 
     # ------------------------------------------------------------------ one block
@@ -900,10 +897,7 @@ class CaseTimer:
         baseline = self.slots.get("baseline")
         if baseline is None or self.aside is None:
             return
-        # A graph's pool holds its calls' outputs (and what they allocate besides: twice that).
-        graph = self.mode["baseline"] == "graph"
-        graph_bytes = (self.counts["baseline"] * 2 * self.out_bytes * baseline.placements
-                       if graph else 0)
+        graph_bytes = self.graph_bytes("baseline")
         # The last case's is always kept: no case after it needs the memory, and the clean
         # phase comes after the candidate's memory is freed (so a candidate holding most of the
         # GPU cannot send every case's clean phase to new memory).
@@ -917,16 +911,22 @@ class CaseTimer:
                 # What is known to hold memory now besides the candidate's own: both sides'
                 # slots and graphs of this case, the kept arenas, the judge's allocator.
                 candidate = self.slots.get("candidate")
-                known = baseline.total + graph_bytes + (candidate.total if candidate else 0)
-                if candidate is not None and self.mode.get("candidate") == "graph":
-                    known += (self.counts["candidate"] * 2 * self.out_bytes
-                              * candidate.placements)
+                known = baseline.total + graph_bytes + (
+                    candidate.total + self.graph_bytes("candidate") if candidate else 0)
                 self.refused.update(known_bytes=known, kept_bytes=self.aside.used,
                                     **self.memory_snapshot())
             return
         self.judge._request("baseline", "keep", "timing", key=str(self.index))
         self.kept = baseline
         del self.slots["baseline"]
+
+    def graph_bytes(self, side: str) -> int:
+        """What ``side``'s graphs hold: each placement's pool holds its calls' outputs (and what
+        they allocate besides: twice that); nothing where the side runs eager."""
+        slots = self.slots.get(side)
+        if slots is None or self.mode.get(side) != "graph":
+            return 0
+        return self.counts[side] * 2 * self.out_bytes * slots.placements
 
     @staticmethod
     def memory_snapshot() -> dict[str, int]:
@@ -1140,16 +1140,8 @@ def measure(judge: Judge) -> None:
                      "baseline and candidate interleaved in secret order, the fixed cost of a "
                      "block (measured with the baseline alone) subtracted; per case the median of "
                      "per-pair ratios, geometric mean over cases, percentile bootstrap 95% CI"))
-    steps: dict[str, float] = {}
-    for timer in timers:
-        for name, seconds in timer.block_steps.items():
-            steps[name] = steps.get(name, 0.0) + seconds
-    perf["judge_block_steps_s"] = {k: round(v, 4) for k, v in steps.items()}
-    stages: dict[str, float] = {}
-    for timer in timers:
-        for name, seconds in timer.stages.items():
-            stages[name] = stages.get(name, 0.0) + seconds
-    perf["judge_stages_s"] = {k: round(v, 4) for k, v in stages.items()}
+    perf["judge_block_steps_s"] = summed_seconds(t.block_steps for t in timers)
+    perf["judge_stages_s"] = summed_seconds(t.stages for t in timers)
     judge.result["wall_clock_check"] = {
         "passed": True, "blocks": sum(len(t.host_check) for t in timers),
         "note": "every block's event time is within the judge's own wall-clock time of it"}
@@ -1301,6 +1293,15 @@ def speed_of_light(judge: Judge, case: Any) -> float | None:
     except cost.CostError as exc:
         raise JudgeFailure(FailureKind.TASK_ERROR, f"the task's cost does not evaluate for case "
                            f"{case.name}: {exc}") from None
+
+
+def summed_seconds(parts: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """The seconds of each named step over ``parts`` (one per case), rounded for the record."""
+    total: dict[str, float] = {}
+    for part in parts:
+        for name, seconds in part.items():
+            total[name] = total.get(name, 0.0) + seconds
+    return {name: round(seconds, 4) for name, seconds in total.items()}
 
 
 class _Steps:
