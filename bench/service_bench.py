@@ -120,6 +120,10 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                             "judge_block_steps_s"),
                         "stages": (evaluation.get("performance") or {}).get("judge_stages_s"),
                         "compile": (evaluation.get("compile") or {}).get("seconds"),
+                        # The compile and correctness phases' seconds, by step.
+                        "compile_steps": (evaluation.get("compile") or {}).get("steps_s"),
+                        "correctness_steps": (evaluation.get("correctness") or {}).get(
+                            "steps_s"),
                         # How the timing was taken: the flush, the lock's wait, clocks and heat.
                         "measured_how": {k: (evaluation.get("performance") or {}).get(k)
                                          for k in ("flush", "gpu_lock_wait_s", "gpu_state")},
@@ -323,12 +327,15 @@ def main() -> int:
             st.get(n, 0.0) for st in steps))
         lines.append("mean seconds of the timing phase's block steps: " + ", ".join(
             f"{n} {statistics.mean(st.get(n, 0.0) for st in steps):.3f}" for n in names))
-    stages = [r["stages"] for r in results if r.get("stages")]
-    if stages:  # the timing phase's seconds, by stage of its cases
-        names = sorted({n for st in stages for n in st}, key=lambda n: -sum(
-            st.get(n, 0.0) for st in stages))
-        lines.append("mean seconds of the timing phase's stages: " + ", ".join(
-            f"{n} {statistics.mean(st.get(n, 0.0) for st in stages):.3f}" for n in names))
+    for key, what in (("stages", "the timing phase's stages"),
+                      ("compile_steps", "the compile phase's steps"),
+                      ("correctness_steps", "the correctness phase's steps")):
+        parts = [r[key] for r in results if r.get(key)]
+        if parts:  # a phase's seconds, by stage or step
+            names = sorted({n for st in parts for n in st}, key=lambda n: -sum(
+                st.get(n, 0.0) for st in parts))
+            lines.append(f"mean seconds of {what}: " + ", ".join(
+                f"{n} {statistics.mean(st.get(n, 0.0) for st in parts):.3f}" for n in names))
     ops: dict[str, list[float]] = {}
     for r in results:
         for side, side_ops in (r.get("runner_ops") or {}).items():

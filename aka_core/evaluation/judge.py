@@ -54,6 +54,7 @@ from aka_core.evaluation.request import EvaluationRequest
 from aka_core.evaluation.sandbox import SANDBOX_PROTECTED_ALWAYS
 from aka_core.evaluation.seeds import derive_seed, draw_held_out
 from aka_core.evaluation.sides import RAISED, RunnerProcess, SideFailure
+from aka_core.evaluation.steps import Steps
 from aka_core.models import TASK_FILE
 from aka_core.plugin.host import cached_host
 
@@ -151,13 +152,18 @@ class Judge:
         for runner in self.runners.values():
             runner.send(op="load")
         self.phase("compile")
+        steps: dict[str, float] = {}  # diagnostics: the phase's seconds by step
+        step = Steps(steps)
         self.await_runners()
+        step("load")
         if self.req.compile_only_architecture:
             self.compile_only()
             self.phase("done")
             return self.result
         self.check_rules_statically()
-        self.prepare_both()
+        step("rules")
+        self.prepare_both(step)
+        self.result["compile"]["steps_s"] = {k: round(v, 4) for k, v in steps.items()}
         self.phase("correctness")
         self.check_correctness()
         if self.req.measure_performance and self.device == "cuda":
@@ -617,19 +623,23 @@ class Judge:
         self.result["compile_only"] = record
         self.result["performance"] = {"measured": False, "reason_not_measured": record["note"]}
 
-    def prepare_both(self) -> None:
+    def prepare_both(self, step: Steps | None = None) -> None:
         """Both sides build and warm up at once (each in its own process)."""
+        step = step or Steps({})
         started = time.monotonic()
         first = self.cases[0]
         inputs = self.inputs_for(first, self.case_seeds[first.name][0])
         facts: dict[str, Any] = {}
         self.io = {side: SideIO(self, side) for side in self.runners}
+        step("inputs")
         ref = self.reference_outputs(first, inputs)
         self.first_check = (first.name, inputs, ref)
+        step("reference")
         out_bytes = output_budget(ref)
         for side in self.runners:
             fields = self.io[side].load(inputs, out_bytes)
             self._send(side, "prepare", "compile", **fields)
+        step("send")
         # The baseline first: a baseline that does not build is the task's fault, whatever the
         # candidate did.
         for side in self.runners:
@@ -642,6 +652,7 @@ class Judge:
                 raise
             if reply.get("facts"):
                 facts[side] = reply["facts"]
+        step("prepare")
         self.result["compile"] = {"passed": True, "seconds": round(time.monotonic() - started, 4)}
         if facts:
             self.result["compile"]["sides"] = facts
@@ -698,20 +709,27 @@ class Judge:
         self.result["correctness"] = {"passed": False, "checks": checks}
         profile = self.req.rules.torch_compute == "forbidden" and self.req.candidate is not None
         ops_seen: set[str] = set()
+        steps: dict[str, float] = {}  # diagnostics: the phase's seconds by step
+        self.result["correctness"]["steps_s"] = steps
+        step = Steps(steps)
         for case in self.cases:
             held_out = case.name in self.held_out
             for index, seed in enumerate(self.case_seeds[case.name]):
+                step.skip()
                 if index == 0 and self.first_check and self.first_check[0] == case.name:
                     _, inputs, ref = self.first_check  # the compile phase's, for this seed
                 else:
                     inputs = self.inputs_for(case, seed)
+                    step("inputs")
                     ref = self.reference_outputs(case, inputs)
+                    step("reference")
                 self.first_check = None
                 repeats = 2 if index == 0 else 1  # a repeat catches unwritten or racy outputs
                 # Operators are recorded on each case's first call (recording slows every
                 # PyTorch call of the candidate; which operators it uses does not vary by seed).
                 outs = self.call_both(inputs, ref, repeats=repeats,
                                       profile=profile and index == 0, case_name=case.name)
+                step("calls")
                 base = outs["baseline"][0]
                 self.structures[case.name] = checking.structure_of(base)
                 base_vs_ref = checking.compare_outputs(base, ref, self.req.tolerance)
@@ -745,6 +763,9 @@ class Judge:
                 entry["baseline_rel_l2"] = base_vs_ref.get("rel_l2")
                 entry["passed"] = True
                 checks.append(entry)
+                step("compare")
+        for name in steps:
+            steps[name] = round(steps[name], 4)
         if profile:
             from aka_core.evaluation import policy
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -77,6 +77,7 @@ from aka_core.evaluation.failures import (
 from aka_core.evaluation.runner import DONE_OFFSET, GO_OFFSET
 from aka_core.evaluation.seeds import derive_seed
 from aka_core.evaluation.sides import RAISED, SideFailure
+from aka_core.evaluation.steps import Steps, summed_seconds
 
 if TYPE_CHECKING:  # the judge passes itself to measure(); this module never imports it
     from aka_core.evaluation.judge import Judge
@@ -561,7 +562,7 @@ class CaseTimer:
         other = judge.runners.get("candidate") if side == "baseline" else None
         slots.counter += 1
         n = slots.counter
-        clock = _Steps(self.block_steps)
+        clock = Steps(self.block_steps)
         if other is not None and not other.dead:
             # No new GPU work from the candidate (or anything it started) while the baseline is
             # timed.
@@ -801,7 +802,7 @@ class CaseTimer:
         """The case timed with blocks of at most ``cap`` calls."""
 
         judge = self.judge
-        stage = _Steps(self.stages)
+        stage = Steps(self.stages)
         self.allocate(min(ESTIMATE_CALLS, cap))
         stage("setup")
         inputs = self.fresh_inputs(-1)
@@ -1034,7 +1035,7 @@ class CaseTimer:
         """The baseline alone (the candidate's process is gone): its time and ``o``, on the
         memory and graph of its blocks beside the candidate where they were kept (``keep``),
         its blocks in turn on each placement its pairs ran on."""
-        stage = _Steps(self.stages)
+        stage = Steps(self.stages)
         kept, self.kept = self.kept, None
         if kept is not None:
             self.judge._request("baseline", "restore", "timing", key=str(self.index))
@@ -1096,6 +1097,8 @@ def between_runs(judge: Judge) -> float:
 def measure(judge: Judge) -> None:
     from aka_core.evaluation import gpu_state, sides
 
+    own: dict[str, float] = {}  # the phase's seconds outside its cases' stages
+    stage = Steps(own)
     flush = L2Reader()
     cases_out: list[dict[str, Any]] = []
     perf: dict[str, Any] = {"measured": False, "cases": cases_out}
@@ -1107,10 +1110,13 @@ def measure(judge: Judge) -> None:
     perf["gpu_lock_wait_s"] = judge.result["phases"].get("gpu_wait")
     timers = []
     aside = SetAside.on_this_gpu()
+    stage("start")
     for index, case in enumerate(judge.cases):
         timer = CaseTimer(judge, case, index, flush, aside, last=index == len(judge.cases) - 1)
+        stage("case_init")
         cases_out.append(timer.run())
         timers.append(timer)
+        stage.skip()  # the case's own stages count it
     states["pairs_end"] = gpu_state.Reading()  # the longest load: a slowdown shows here first
     # The clean phase: the candidate's process and everything it started are killed, so no
     # kernel of it can still run; then the baseline alone.
@@ -1126,10 +1132,13 @@ def measure(judge: Judge) -> None:
                                                                - free_before),
                                 "gpu_bytes": total}
     states["end"] = gpu_state.Reading()  # while the clean phase runs
+    stage("kill")
     try:
         finish_cases(judge, timers, cases_out, after)
     finally:  # also when a case's check ends the evaluation: a retry's reader wants the clocks
+        stage.skip()  # the clean phase's stages count it
         perf["gpu_state"] = {when: reading.result() for when, reading in states.items()}
+        stage("gpu_state")
     speedup, lo, hi = stats.geomean_speedup_ci(
         [(c["samples_ms"]["baseline"], c["samples_ms"]["candidate"], c.get("pair_placements"))
          for c in cases_out], between_runs=between_runs(judge))
@@ -1141,7 +1150,8 @@ def measure(judge: Judge) -> None:
                      "block (measured with the baseline alone) subtracted; per case the median of "
                      "per-pair ratios, geometric mean over cases, percentile bootstrap 95% CI"))
     perf["judge_block_steps_s"] = summed_seconds(t.block_steps for t in timers)
-    perf["judge_stages_s"] = summed_seconds(t.stages for t in timers)
+    stage("summary")
+    perf["judge_stages_s"] = summed_seconds([*(t.stages for t in timers), own])
     judge.result["wall_clock_check"] = {
         "passed": True, "blocks": sum(len(t.host_check) for t in timers),
         "note": "every block's event time is within the judge's own wall-clock time of it"}
@@ -1181,8 +1191,10 @@ def finish_cases(judge: Judge, timers: list[CaseTimer], records: list[dict[str, 
         if (clean["placement"] == "new" and held >= HELD_BY_CANDIDATE_MIN
                 and refused.get("free_share", 1.0) + held >= SET_ASIDE_FREE):
             clean["placement"] = HELD_BY_CANDIDATE
+        finished = Steps(timer.stages)
         try:
             finish_case(judge, timer, record)
+            finished("finish")
         except JudgeFailure as exc:
             if (exc.details.get("cause") != "interference_band" or unsure is not None
                     or exc.details.get("placement") in BLAMEABLE_PLACEMENTS):
@@ -1293,26 +1305,3 @@ def speed_of_light(judge: Judge, case: Any) -> float | None:
     except cost.CostError as exc:
         raise JudgeFailure(FailureKind.TASK_ERROR, f"the task's cost does not evaluate for case "
                            f"{case.name}: {exc}") from None
-
-
-def summed_seconds(parts: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """The seconds of each named step over ``parts`` (one per case), rounded for the record."""
-    total: dict[str, float] = {}
-    for part in parts:
-        for name, seconds in part.items():
-            total[name] = total.get(name, 0.0) + seconds
-    return {name: round(seconds, 4) for name, seconds in total.items()}
-
-
-class _Steps:
-    """Diagnostics: the judge's seconds per step (of its blocks, of a case), summed into
-    ``into``."""
-
-    def __init__(self, into: dict[str, float]):
-        self.into = into
-        self.last = time.monotonic()
-
-    def __call__(self, name: str) -> None:
-        now = time.monotonic()
-        self.into[name] = self.into.get(name, 0.0) + now - self.last
-        self.last = now
