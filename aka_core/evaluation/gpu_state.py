@@ -51,28 +51,31 @@ def _query(fields: str, gpu: str, run: Runner) -> str | None:
 
 def read(gpu: str | None = None, run: Runner = subprocess.run) -> dict[str, Any]:
     """Clocks (MHz), temperature (C), power (W) and the active clock-event reasons (a bit mask as
-    nvidia-smi prints it); ``{"error": ...}`` when they cannot be read."""
+    nvidia-smi prints it); ``{"error": ...}`` when they cannot be read. One nvidia-smi run asks
+    for everything (each run costs 0.1-0.3 s); a driver that does not know the reasons' name
+    fails the whole query, so each older name is then tried, and last the values alone."""
     gpu = gpu or device_id()
     if gpu is None:
         return {"error": "the GPU's UUID is unknown"}
+    names = [name for name, _ in FIELDS]
     try:
-        line = _query(",".join(name for name, _ in FIELDS), gpu, run)
-        if line is None:
-            return {"error": f"nvidia-smi could not query {gpu}"}
-        state: dict[str, Any] = {}
-        for (_, key), value in zip(FIELDS, line.split(","), strict=False):
-            value = value.strip()
-            try:
-                state[key] = float(value)
-            except ValueError:
-                state[key] = None  # "[N/A]", "[Not Supported]"
-        for name in REASONS:
-            reasons = _query(name, gpu, run)
-            if reasons is not None:
-                state["clock_event_reasons"] = reasons.strip()
+        for reasons in (*REASONS, None):
+            line = _query(",".join([*names, *([reasons] if reasons else [])]), gpu, run)
+            if line is not None:
                 break
+        else:
+            return {"error": f"nvidia-smi could not query {gpu}"}
     except LookupError as exc:
         return {"error": str(exc)}
+    values = [value.strip() for value in line.split(",")]
+    state: dict[str, Any] = {}
+    for (_, key), value in zip(FIELDS, values, strict=False):
+        try:
+            state[key] = float(value)
+        except ValueError:
+            state[key] = None  # "[N/A]", "[Not Supported]"
+    if reasons is not None and len(values) > len(FIELDS):
+        state["clock_event_reasons"] = values[len(FIELDS)]
     return state
 
 

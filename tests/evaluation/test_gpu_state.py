@@ -21,20 +21,29 @@ def fake_smi(answers: dict[str, tuple[int, str]]) -> Any:
     return run
 
 
-def test_reads_clocks_temperature_power_and_reasons_of_its_own_gpu() -> None:
-    run = fake_smi({"clocks.sm,clocks.mem,temperature.gpu,power.draw": (0, "1980, 3201, 39, 147.95\n"),
-                    "clocks_event_reasons.active": (0, "0x0000000000000000\n")})
+def test_reads_clocks_temperature_power_and_reasons_of_its_own_gpu_in_one_run() -> None:
+    run = fake_smi({"clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active":
+                    (0, "1980, 3201, 39, 147.95, 0x0000000000000000\n")})
     state = gpu_state.read("GPU-abc", run=run)
     assert state == {"sm_mhz": 1980.0, "memory_mhz": 3201.0, "temperature_c": 39.0,
                      "power_w": 147.95, "clock_event_reasons": "0x0000000000000000"}
-    assert all(cmd[-2:] == ["-i", "GPU-abc"] for cmd in run.calls)
+    assert len(run.calls) == 1 and run.calls[0][-2:] == ["-i", "GPU-abc"]
 
 
 def test_an_older_driver_answers_to_the_old_reasons_name_and_unsupported_fields_are_none() -> None:
-    run = fake_smi({"clocks.sm,clocks.mem,temperature.gpu,power.draw": (0, "1755, 2619, 51, [N/A]"),
-                    "clocks_throttle_reasons.active": (0, "0x4")})
+    run = fake_smi({"clocks.sm,clocks.mem,temperature.gpu,power.draw,"
+                    "clocks_throttle_reasons.active": (0, "1755, 2619, 51, [N/A], 0x4")})
     state = gpu_state.read("GPU-abc", run=run)
     assert state["power_w"] is None and state["clock_event_reasons"] == "0x4"
+    assert len(run.calls) == 2  # the new name first
+
+
+def test_a_driver_without_either_reasons_name_still_gives_the_values() -> None:
+    run = fake_smi({"clocks.sm,clocks.mem,temperature.gpu,power.draw": (0, "1755, 2619, 51, 90")})
+    state = gpu_state.read("GPU-abc", run=run)
+    assert state == {"sm_mhz": 1755.0, "memory_mhz": 2619.0, "temperature_c": 51.0,
+                     "power_w": 90.0}
+    assert not gpu_state.steady({when: state for when in gpu_state.WHEN})  # reasons unknown
 
 
 def test_a_missing_or_failing_nvidia_smi_is_recorded_not_raised() -> None:
