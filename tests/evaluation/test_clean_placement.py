@@ -205,6 +205,7 @@ def test_a_reading_against_new_memory_waits_for_the_other_cases(
     class Timer:
         def __init__(self, index: int):
             self.index = index
+            self.stages: dict[str, float] = {}
 
         def clean(self) -> dict[str, Any]:
             cleaned.append(self.index)
@@ -288,6 +289,7 @@ def test_what_the_candidate_held_when_its_case_was_refused() -> None:
 class _Cleaned:
     def __init__(self, index: int, refused: dict[str, Any] | None):
         self.index, self.refused = index, refused
+        self.stages: dict[str, float] = {}
 
     def clean(self) -> dict[str, Any]:
         record: dict[str, Any] = {"placement": "new" if self.refused else "same"}
