@@ -789,5 +789,23 @@ PY2
       --top 80 triton2triton/softmax torch2triton/cross_entropy >/dev/null 2>&1
     grep -h "end to end\|^phases\|^judge stages\|^judge block" "$out"/profile/profile.md
     ;;
-  *) echo "step 1 to 54" >&2; exit 2 ;;
+  55)
+    # A/B on one machine, each engine from a warm kernel store and a warmed service: less judge
+    # work per evaluation (one estimate block per side, one round trip per slot set-up, a block's
+    # audits read at once, the baseline's inputs judged by its outputs, one nvidia-smi run per
+    # reading) against the judge before it (.whl-old: OLD=fe1121c), new first.
+    if [ ! -d /opt/aka-old ]; then
+      echo "step 55 needs .whl-old: OLD=fe1121c bash bench/build_device_wheels.sh" >&2; exit 2
+    fi
+    for engine in new old; do
+      site=/opt/aka-site; [ "$engine" = old ] && site=/opt/aka-old
+      echo "== engine $engine ($site)"
+      AKA_KERNEL_CACHE="/tmp/kernel-store-55" PYTHONPATH="$site" python3 \
+        bench/service_bench.py --out "$out/service-$engine" --repeats 2 --in-flight 64 \
+        --per-gpu 4 --warm 0 --single 0 --warm-pass --deadline-s "${SERVICE_DEADLINE_S:-120}" \
+        --tasks $SERVICE_TASKS 2>&1 | grep -v "^ERROR\|^Traceback\|^  File\|^    " \
+        | grep "evaluations per GPU-minute\|mean seconds\|mean round-trip\|warm pass\|lock"
+    done
+    ;;
+  *) echo "step 1 to 55" >&2; exit 2 ;;
 esac

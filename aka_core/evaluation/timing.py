@@ -36,8 +36,10 @@ What the judge checks, since the runner is not believed:
   output also drawn from the secret (smaller outputs whole), and compares them with the reference
   on the same inputs; work deferred past "done" leaves them unwritten, and work skipped on a
   fraction ``f`` of the elements escapes one audit with probability ``(1 - f) ** AUDIT_SAMPLE``
-  (``f = 1e-4``: 0.14%; a case has 20 or more audits). The inputs of audited calls must be
-  unchanged, compared whole. (The correctness phase compares every element);
+  (``f = 1e-4``: 0.14%; a case has 20 or more audits). The inputs of the candidate's audited
+  calls must be unchanged, compared whole (the baseline's are judged by its outputs: their
+  reference is made from the judge's own copy of its inputs). All of a block's audits are read
+  with one wait for the GPU. (The correctness phase compares every element);
 * **the baseline was not slowed**: after the last case, the candidate's process is killed (its GPU
   context and any kernel it left running with it) and the baseline is timed again alone with fresh
   measurements of ``o``; interleaved baseline times more than ``INTERFERENCE_LIMIT`` slower than
@@ -393,7 +395,7 @@ class CaseTimer:
         blocks aim at ``block_ms`` of its own work, so a baseline 10x slower than the candidate
         is not timed on blocks 10x longer (that was most of such a case's GPU time). Each side
         gets ``placements`` sets of them, a drawn gap before each further one."""
-        self.release()
+        self.release(runners=False)  # each runner's "setup" frees its last slots first
         self.count = count
         self.counts = {"candidate": count, "baseline": min(count, baseline or count)}
         self.placements, self.placement = placements, 0
@@ -449,10 +451,16 @@ class CaseTimer:
         self.stage_views = [arena_views(self.stage, self.layout, j * self.region)
                             for j in range(self.count)]
 
-    def release(self) -> None:
+    def release(self, runners: bool = True) -> None:
+        """The slots let go of (by the judge; by their runners too unless ``runners`` is False:
+        a runner's next "setup" frees them first, one round trip fewer)."""
         slots, self.slots = self.slots, {}
         if slots:
-            release_slots(self.judge, slots)
+            if runners:
+                release_slots(self.judge, slots)
+            else:
+                for each in slots.values():
+                    each.unmap()
         self.stage = None
         self.stage_views = []
 
@@ -643,8 +651,9 @@ class CaseTimer:
             self.flush_ms[side].append(ef.elapsed_time(e1))
             # The audited elements were taken on the judge's stream; the audit reads them on this.
             torch.cuda.current_stream().wait_stream(self.stream)
-            for j, outs in copies.items():
-                self.audit(side, j, outs, inputs[j] if inputs else None, wrong.get(j))
+            if copies:
+                assert inputs is not None
+                self.audit_calls(side, copies, {j: inputs[j] for j in copies}, wrong)
             clock("audit")
         return window
 
@@ -727,12 +736,63 @@ class CaseTimer:
 
     def audit(self, side: str, j: int, outs: list[Any], inputs: Mapping[str, Any] | None,
               mismatch: str | None) -> None:
-        """Compare the audited elements of a timed call's outputs (``outs``: taken at the pair's
-        secret positions unless ``mismatch`` says their structure is wrong) with the reference's
-        on the same inputs, and its inputs with the judge's copy (one wait for the GPU when it
-        passes; the detailed comparison only when it does not)."""
+        """One timed call audited (``audit_calls``)."""
         assert inputs is not None
-        self.audits += 1
+        self.audit_calls(side, {j: outs}, {j: inputs}, {j: mismatch})
+
+    def audit_calls(self, side: str, outs: Mapping[int, list[Any]],
+                    inputs: Mapping[int, Mapping[str, Any]], mismatch: Mapping[int, str | None]
+                    ) -> None:
+        """Compare the audited elements of a block's audited calls' outputs (``outs[j]``: taken
+        at the pair's secret positions unless ``mismatch[j]`` says their structure is wrong)
+        with the reference's on the same inputs, and the candidate's inputs with the judge's
+        copy: one wait for the GPU for all of them when they pass, the detailed comparison only
+        where one does not. The baseline's inputs are not compared: its reference is made from
+        the judge's own copy of them, so a disturbed input shows in its outputs (a comparison of
+        every input byte was most of a large case's audit)."""
+        pending: list[tuple[int, list[str], int, int]] = []  # j, inputs compared, flags' span
+        flags: list[Any] = []
+        for j, out in outs.items():
+            self.audits += 1
+            ref = self.reference_of(j, inputs[j])
+            start = len(flags)
+            names: list[str] = []
+            if side == "candidate":
+                slot_inputs = self.slot_inputs(side, j)
+                names = list(slot_inputs)
+                flags += [checking.bytes_differ_flag(slot_inputs[name], self.stage_views[j][name])
+                          for name in names]
+            if not mismatch.get(j):
+                flags += checking.output_failure_flags(out, ref, self.audit_tolerance())
+            pending.append((j, names, start, len(flags)))
+        values = checking.read_flags(flags)
+        for j, names, start, end in pending:
+            read = values[start:end]
+            changed = [name for name, differs in zip(names, read, strict=False) if differs]
+            problem = mismatch.get(j)
+            if problem is None and any(read[len(names):]):
+                cmp = checking.compare_outputs(outs[j], self.references[j],
+                                               self.audit_tolerance())
+                problem = cmp.get("reason") or "it differs from the reference"
+                if any(where is not None for where in self.positions):
+                    problem += (f" (compared at {AUDIT_SAMPLE} positions of each output drawn "
+                                "from the judge's secret)")
+            if changed:
+                problem = f"it modified its inputs {', '.join(changed)}"
+            if problem is None:
+                continue
+            where = f"case {self.case.name}, call {j + 1} of a timed block of {self.counts[side]}"
+            if side == "candidate":
+                raise JudgeFailure(FailureKind.TIMING_CHECK,
+                                   f"a timed call's output is wrong ({where}): {problem}",
+                                   case=self.case.name)
+            raise JudgeFailure(INFRA, f"the baseline's timed output was wrong ({where}): "
+                               f"{problem}; the baseline passed its checks, so its memory was "
+                               "disturbed")
+
+    def reference_of(self, j: int, inputs: Mapping[str, Any]) -> list[Any]:
+        """The reference's audited elements for call ``j`` of the pair (made once: both sides'
+        audits of the call share it)."""
         ref = self.references.get(j)
         if ref is None:
             full = self.judge.reference_outputs(self.case, inputs)
@@ -742,32 +802,7 @@ class CaseTimer:
                                    f"shapes {shapes} in a timed audit, the baseline "
                                    f"{[shape for shape, _ in self.expected]}")
             ref = self.references[j] = checking.take(full, self.positions)
-        slot_inputs = self.slot_inputs(side, j)
-        names = list(slot_inputs)
-        flags = [checking.bytes_differ_flag(slot_inputs[name], self.stage_views[j][name])
-                 for name in names]
-        if not mismatch:
-            flags += checking.output_failure_flags(outs, ref, self.audit_tolerance())
-        values = checking.read_flags(flags)
-        changed = [name for name, differs in zip(names, values, strict=False) if differs]
-        problem = mismatch
-        if problem is None and any(values[len(names):]):
-            cmp = checking.compare_outputs(outs, ref, self.audit_tolerance())
-            problem = cmp.get("reason") or "it differs from the reference"
-            if any(where is not None for where in self.positions):
-                problem += (f" (compared at {AUDIT_SAMPLE} positions of each output drawn from the "
-                            "judge's secret)")
-        if changed:
-            problem = f"it modified its inputs {', '.join(changed)}"
-        if problem is None:
-            return
-        where = f"case {self.case.name}, call {j + 1} of a timed block of {self.counts[side]}"
-        if side == "candidate":
-            raise JudgeFailure(FailureKind.TIMING_CHECK,
-                               f"a timed call's output is wrong ({where}): {problem}",
-                               case=self.case.name)
-        raise JudgeFailure(INFRA, f"the baseline's timed output was wrong ({where}): {problem}; "
-                           "the baseline passed its checks, so its memory was disturbed")
+        return ref
 
     def audit_tolerance(self) -> Mapping[str, Any]:
         """The task's tolerances; where outputs are sampled, the relative-L2 bound (an estimate
@@ -812,8 +847,11 @@ class CaseTimer:
             self.block(side, inputs, audit=False)
         touches = [self.block("baseline", None, touch=True) for _ in range(3)]
         o_est = stats.median(touches)
-        est = {side: max((stats.median([self.block(side, inputs, audit=False) for _ in range(2)])
-                          - o_est) / self.counts[side], 1e-4) for side in ("baseline", "candidate")}
+        # One block per side sizes the blocks: an error of it costs precision per block (or GPU
+        # time), never bias; microsecond calls' blocks are sized again from graph replays
+        # (``fit_graph_blocks``).
+        est = {side: max((self.block(side, inputs, audit=False) - o_est) / self.counts[side],
+                         1e-4) for side in ("baseline", "candidate")}
         self.estimate_ms = max(est.values())
         free = self.free_memory()
         by_memory = self.calls_that_fit(free)

@@ -87,3 +87,33 @@ def test_a_nan_where_the_reference_has_a_number_fails() -> None:
     bad[0] = float("nan")
     with pytest.raises(JudgeFailure, match="call 2 of"):
         t.audit("candidate", 1, [bad], inputs(t)[1], None)
+
+
+def test_a_blocks_audited_calls_are_read_with_one_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aka_core.evaluation import checking
+
+    reads: list[int] = []
+    real = checking.read_flags
+    monkeypatch.setattr(checking, "read_flags", lambda flags: reads.append(len(flags)) or real(flags))
+    t = timer()
+    outs = {3: [inputs(t)[3]["x"] * 2], 1: [inputs(t)[1]["x"] * 2]}
+    t.audit_calls("candidate", outs, {j: inputs(t)[j] for j in outs}, {})
+    assert reads == [4] and t.audits == 2  # per call: its input and its output
+
+
+def test_the_second_audited_call_of_a_block_wrong_is_named() -> None:
+    t = timer()
+    outs = {3: [inputs(t)[3]["x"] * 2], 1: [inputs(t)[1]["x"] * 2 + 1]}
+    with pytest.raises(JudgeFailure, match="call 2 of a timed block of 4"):
+        t.audit_calls("candidate", outs, {j: inputs(t)[j] for j in outs}, {3: None, 1: None})
+
+
+def test_the_baselines_inputs_are_judged_by_its_outputs_alone() -> None:
+    t = timer()
+    # Its input changed after the call, its output right (made from the judge's copy): the
+    # timing is not disturbed, nothing fails; its inputs are not compared byte by byte.
+    t.slot_memory["baseline"][2][0] = -1.0
+    t.audit("baseline", 2, [inputs(t)[2]["x"] * 2], inputs(t)[2], None)
+    # Disturbed before it ran: its output differs from the reference made from the judge's copy.
+    with pytest.raises(JudgeFailure, match="memory was disturbed"):
+        t.audit("baseline", 2, [t.slot_memory["baseline"][2] * 2], inputs(t)[2], None)
