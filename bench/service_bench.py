@@ -274,6 +274,11 @@ def main() -> int:
              f"{'' if len(results) == len(tasks) * args.repeats else ', cut at --deadline-s'}), "
              f"{args.in_flight} in flight, {args.per_gpu} per GPU: {wall:.1f} s, "
              f"**{rate:.1f} evaluations per GPU-minute**"]
+    locked = [sum(float((r.get("phases") or {}).get(n) or 0.0)
+                  for n in ("compile", "correctness", "timing")) for r in results]
+    if locked and wall > 0:  # the GPU-exclusive part, and how much of the window it filled
+        lines.append(f"GPU-locked seconds per evaluation {statistics.mean(locked):.2f}: the lock "
+                     f"held {sum(locked) / (wall * max(1, gpus)):.0%} of the window")
     if "warm_pass" in report:
         lines.append(f"warm pass (not counted): {report['warm_pass']['evaluations']} evaluations "
                      f"in {report['warm_pass']['wall_s']:.1f} s")
