@@ -217,9 +217,9 @@ def test_gpu_state_as_nvidia_smi_gives_it_and_when_it_cannot() -> None:
     from aka_core.evaluation import gpu_state
 
     def smi(args: list[str], **_: object) -> subprocess.CompletedProcess[str]:
-        query = args[1]
-        out = "1980, 3201, 41, [N/A]\n" if "clocks.sm" in query else "0x0000000000000001\n"
-        return subprocess.CompletedProcess(args, 0, out, "")
+        assert "clocks_event_reasons.active" in args[1]  # everything in one run
+        return subprocess.CompletedProcess(args, 0, "1980, 3201, 41, [N/A], 0x0000000000000001\n",
+                                           "")
 
     start = gpu_state.read("GPU-1", run=smi)
     record = _round_trip({"performance": {"measured": True, "gpu_state": {
