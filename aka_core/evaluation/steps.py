@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 
 
 class Steps:
-    """Each call adds the seconds since the last one (or since made) to ``into[name]``; set
-    ``last`` to leave a span out (one counted elsewhere)."""
+    """Each call adds the seconds since the last one (or since made, or since ``skip``) to
+    ``into[name]``."""
 
     def __init__(self, into: dict[str, float]):
         self.into = into
