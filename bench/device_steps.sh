@@ -807,5 +807,16 @@ PY2
         | grep "evaluations per GPU-minute\|mean seconds\|mean round-trip\|warm pass\|lock"
     done
     ;;
-  *) echo "step 1 to 55" >&2; exit 2 ;;
+  56)
+    # Step 55's new engine alone, for a call too short for both (about four minutes): the rate
+    # from a warm kernel store with every phase by step, then two exploits the audits catch.
+    AKA_KERNEL_CACHE=/tmp/kernel-store-56 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 --single 0 --warm-pass \
+      --deadline-s "${SERVICE_DEADLINE_S:-70}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,30p
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
+      --deadline-s "${REDTEAM_DEADLINE_S:-45}" --exploits wrong_in_the_last_element \
+      skip_a_sliver_when_timed 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  *) echo "step 1 to 56" >&2; exit 2 ;;
 esac
