@@ -166,6 +166,9 @@ class Check(OpenRecord):
 class Correctness(OpenRecord):
     passed: bool = False
     checks: list[Check] = attrs.Factory(list)
+    steps_s: dict[str, Number] | None = None
+    """The judge's seconds by step of the phase (diagnostics): making inputs, the reference, the
+    sides' calls, the comparisons."""
 
 
 @attrs.frozen(kw_only=True)
@@ -440,6 +443,9 @@ class CompileStep(OpenRecord):
     passed: bool | None = None
     seconds: float | None = None
     sides: dict[str, dict[str, Json]] | None = None
+    steps_s: dict[str, Number] | None = None
+    """The judge's seconds by step of the phase (diagnostics): the sides' code loaded, the rules,
+    the first inputs and reference, the sides' first calls."""
     """Per side: what its backend reported it built (e2e: each arm's kernel digest, load time)."""
 
 
