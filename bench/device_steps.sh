@@ -120,6 +120,9 @@
 # evaluation (fewer estimate blocks, one slot set-up per case), then step 46 on an H200. A short
 # call that cannot afford the serial pass should pass `--warm-pass` to service_bench.py (step 52
 # measured from an empty kernel store: 34 builds inside its window).
+# Steps 54-56 have not run yet (no machine came on 2026-12-06, twelve tries). Next: step 55, the
+# A/B of the judge's cuts since fe1121c (bash bench/device_call.sh 55 430, with .whl and
+# .whl-old from OLD=fe1121c); step 56 is its new half alone, for a call of four minutes.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
