@@ -54,7 +54,7 @@ from aka_core.evaluation.request import EvaluationRequest
 from aka_core.evaluation.sandbox import SANDBOX_PROTECTED_ALWAYS
 from aka_core.evaluation.seeds import derive_seed, draw_held_out
 from aka_core.evaluation.sides import RAISED, RunnerProcess, SideFailure
-from aka_core.evaluation.steps import Steps
+from aka_core.evaluation.steps import Steps, summed_seconds
 from aka_core.models import TASK_FILE
 from aka_core.plugin.host import cached_host
 
@@ -163,7 +163,7 @@ class Judge:
         self.check_rules_statically()
         step("rules")
         self.prepare_both(step)
-        self.result["compile"]["steps_s"] = {k: round(v, 4) for k, v in steps.items()}
+        self.result["compile"]["steps_s"] = summed_seconds([steps])
         self.phase("correctness")
         self.check_correctness()
         if self.req.measure_performance and self.device == "cuda":
@@ -764,8 +764,7 @@ class Judge:
                 entry["passed"] = True
                 checks.append(entry)
                 step("compare")
-        for name in steps:
-            steps[name] = round(steps[name], 4)
+        self.result["correctness"]["steps_s"] = summed_seconds([steps])
         if profile:
             from aka_core.evaluation import policy
 
