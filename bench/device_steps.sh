@@ -120,16 +120,16 @@
 # evaluation (fewer estimate blocks, one slot set-up per case), then step 46 on an H200. A short
 # call that cannot afford the serial pass should pass `--warm-pass` to service_bench.py (step 52
 # measured from an empty kernel store: 34 builds inside its window).
-# Steps 54-56 have not run yet (no machine came on 2026-12-06, twelve tries). Next: step 55, the
-# A/B of the judge's cuts since fe1121c (bash bench/device_call.sh 55 430, with .whl and
-# .whl-old from OLD=fe1121c); step 56 is its new half alone, for a call of four minutes.
+# 55 ran on an H100 on 2026-12-06 (bench/results/h100-2026-12-06g/: the judge's cuts since fe1121c,
+# 23.3 against 22.7 evaluations per GPU-minute, GPU-locked 2.54 against 2.60 s). Step 57 profiles
+# the judge on six tasks (.prof files brought back). Step 56 is 55's new half alone.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 44}"
+step="${1:?step 1 to 57}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -821,5 +821,17 @@ PY2
       --deadline-s "${REDTEAM_DEADLINE_S:-45}" --exploits wrong_in_the_last_element \
       skip_a_sliver_when_timed 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 56" >&2; exit 2 ;;
+  57)
+    # The judge profiled (cProfile, its .prof files brought back for pstats) on six tasks of
+    # every kind: where the GPU-locked seconds of the audits, the waits and the correctness
+    # phase go on the host. Each task once to warm the kernel store, then profiled.
+    tasks="triton2triton/softmax torch2triton/cross_entropy triton2triton/gemm_bf16
+      cuda2cuda/transpose triton2triton/layer_norm torch2cuda/fused_add_rms_norm"
+    AKA_KERNEL_CACHE=/tmp/kernel-store-57 python3 bench/judge_profile.py --out "$out/warm" \
+      $tasks >/dev/null 2>&1
+    AKA_KERNEL_CACHE=/tmp/kernel-store-57 python3 bench/judge_profile.py --out "$out/profile" \
+      --top 60 $tasks >/dev/null 2>&1
+    grep -h "end to end\|^phases\|^judge stages\|^judge block" "$out"/profile/profile.md
+    ;;
+  *) echo "step 1 to 57" >&2; exit 2 ;;
 esac
