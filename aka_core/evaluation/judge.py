@@ -636,9 +636,9 @@ class Judge:
         self.first_check = (first.name, inputs, ref)
         step("reference")
         out_bytes = output_budget(ref)
+        loaded = load_inputs(list(self.io.values()), inputs, out_bytes)
         for side in self.runners:
-            fields = self.io[side].load(inputs, out_bytes)
-            self._send(side, "prepare", "compile", **fields)
+            self._send(side, "prepare", "compile", **loaded[side])
         step("send")
         # The baseline first: a baseline that does not build is the task's fault, whatever the
         # candidate did.
@@ -810,10 +810,10 @@ class Judge:
         results: dict[str, Any] = {"baseline": [], "candidate": []}
         for repeat in range(repeats):
             called = ("baseline", "candidate") if repeat == 0 else ("candidate",)
+            loaded = load_inputs([self.io[side] for side in called], inputs, output_budget(ref))
             for side in called:
-                fields = self.io[side].load(inputs, output_budget(ref))
                 self.runners[side].send(op="call", poison_bytes=expected_bytes * POISON_FACTOR,
-                                        profile=profile and side == "candidate", **fields)
+                                        profile=profile and side == "candidate", **loaded[side])
             for side in called:
                 try:
                     reply = self._reply(side, "correctness")
@@ -917,29 +917,33 @@ class SideIO:
         self.signature: Any = None
 
     def load(self, inputs: Mapping[str, Any], out_bytes: int) -> dict[str, Any]:
-        """Put ``inputs`` in the runner's arena (set up anew when their shapes change); the
-        baseline's arena also holds ``out_bytes`` for the copies of its outputs."""
-        if self.judge.device != "cuda":
-            return {"inputs": protocol.encode_inputs_cpu(inputs)}
+        """Put ``inputs`` in the runner's arena (``load_inputs`` for this side alone)."""
+        return load_inputs([self], inputs, out_bytes)[self.side]
+
+    def send_setup(self, inputs: Mapping[str, Any], out_bytes: int) -> Any:
+        """Ask the runner for a new arena where ``inputs``' shapes (or ``out_bytes``) changed:
+        what ``map_setup`` needs to map it once the runner answers, or None if the arena
+        stays. The baseline's arena also holds ``out_bytes`` for the copies of its outputs."""
         out_bytes = out_bytes if self.side == "baseline" else 0
         signature = (input_signature(inputs), out_bytes)
-        if signature != self.signature:
-            self.close()
-            layout, size = slot_layout(inputs, CTRL_BYTES)
-            out = [size, out_bytes] if out_bytes else None
-            reply = self.judge._request(self.side, "setup", "correctness",
-                                        nbytes=size + out_bytes, slots=[layout], out=out)
-            self.arena = map_runner_arena(self.judge, self.side, reply, size + out_bytes)
-            self.views = arena_views(self.arena.bytes, layout)
-            if out_bytes:
-                self.reader.region = (self.arena.bytes, size, size + out_bytes)
-            self.signature, self.layout = signature, layout
-        for name, view in self.views.items():
-            view.copy_(inputs[name])
-        import torch
+        if signature == self.signature:
+            return None
+        self.close()
+        layout, size = slot_layout(inputs, CTRL_BYTES)
+        out = [size, out_bytes] if out_bytes else None
+        self.judge._send(self.side, "setup", "correctness", nbytes=size + out_bytes,
+                         slots=[layout], out=out)
+        return signature, layout, size, out_bytes
 
-        torch.cuda.synchronize()
-        return {"slot": 0}
+    def map_setup(self, pending: Any) -> None:
+        """The runner's new arena mapped (``send_setup``'s answer read)."""
+        signature, layout, size, out_bytes = pending
+        reply = self.judge._answer(self.side, "setup", "correctness")
+        self.arena = map_runner_arena(self.judge, self.side, reply, size + out_bytes)
+        self.views = arena_views(self.arena.bytes, layout)
+        if out_bytes:
+            self.reader.region = (self.arena.bytes, size, size + out_bytes)
+        self.signature, self.layout = signature, layout
 
     def outputs(self, reply: Mapping[str, Any], ref: list[Any]) -> list[Any]:
         descs = reply.get("outputs")
@@ -981,6 +985,30 @@ class SideIO:
             self.arena.close()
             self.arena = None
         self.signature = None
+
+
+def load_inputs(ios: list[SideIO], inputs: Mapping[str, Any], out_bytes: int
+                ) -> dict[str, dict[str, Any]]:
+    """``inputs`` put in each side's runner arena; each side's fields for its next call. The
+    runners that need a new arena set it up at once (every "setup" sent before any answer is
+    read, in ``ios``' order: the baseline's first), then the inputs are copied in, with one wait
+    for the GPU for all of them. On a CPU the inputs travel in the message."""
+    if not ios:
+        return {}
+    judge = ios[0].judge
+    if judge.device != "cuda":
+        return {io.side: {"inputs": protocol.encode_inputs_cpu(inputs)} for io in ios}
+    pending = [(io, io.send_setup(inputs, out_bytes)) for io in ios]
+    for io, setup in pending:
+        if setup is not None:
+            io.map_setup(setup)
+    for io in ios:
+        for name, view in io.views.items():
+            view.copy_(inputs[name])
+    import torch
+
+    torch.cuda.synchronize()
+    return {io.side: {"slot": 0} for io in ios}
 
 
 # --------------------------------------------------------------------------- task code

@@ -112,3 +112,96 @@ def test_release_asks_nothing_of_a_runner_that_is_gone(events: list[str]) -> Non
     timing.release_slots(judge, slots)
     assert "candidate release sent" not in events and "candidate unmapped" in events
     assert "baseline release answered" in events
+
+
+# --------------------------------------------------------------- the untimed calls' arenas
+
+
+class TensorArena(FakeArena):
+    def __init__(self, side: str, events: list[str]):
+        import torch
+
+        super().__init__(side, events)
+        self.bytes = torch.zeros(1 << 12, dtype=torch.uint8)
+
+
+@pytest.fixture
+def side_ios(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Any], list[str]]:
+    """Both sides' untimed-call arenas on a judge that says it is on a GPU, with CPU tensors
+    standing in for the mapped memory (the runners' answers logged, nothing waits)."""
+    import torch
+
+    from aka_core.evaluation import judge as judge_module
+
+    events: list[str] = []
+    monkeypatch.setattr(judge_module, "map_runner_arena",
+                        lambda judge, side, reply, size: TensorArena(side, events))
+    monkeypatch.setattr(judge_module, "OutputReader", FakeReader)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: events.append("synchronized"))
+
+    def slot_layout(inputs: Any, start: int) -> Any:  # a GPU's layout of the CPU tensors
+        layout, offset = {}, start
+        for name, value in inputs.items():
+            if isinstance(value, torch.Tensor):
+                layout[name] = {"offset": offset, "dtype": str(value.dtype).split(".")[1],
+                                "shape": list(value.shape)}
+                offset += -(-value.numel() * value.element_size() // 256) * 256
+            else:
+                layout[name] = {"value": value}
+        return layout, offset
+
+    monkeypatch.setattr(judge_module, "slot_layout", slot_layout)
+    judge: Any = FakeJudge(events)
+    judge.device = "cuda"
+    ios = [judge_module.SideIO(judge, side) for side in ("baseline", "candidate")]
+    return judge, ios, events
+
+
+def test_both_arenas_for_untimed_calls_are_set_up_at_once(side_ios: Any) -> None:
+    import torch
+
+    from aka_core.evaluation.judge import load_inputs
+
+    judge, ios, events = side_ios
+    inputs = {"x": torch.arange(8, dtype=torch.float32), "n": 8}
+    fields = load_inputs(ios, inputs, out_bytes=64)
+    assert events == ["baseline setup sent", "candidate setup sent", "baseline setup answered",
+                      "candidate setup answered", "synchronized"]
+    assert fields == {"baseline": {"slot": 0}, "candidate": {"slot": 0}}
+    # Room for the copies of its outputs on the baseline's side only.
+    base, cand = judge.sent["baseline"], judge.sent["candidate"]
+    assert base["out"] is not None and base["nbytes"] == cand["nbytes"] + 64
+    assert cand["out"] is None
+    for io in ios:
+        assert torch.equal(io.views["x"], inputs["x"]), f"{io.side}'s arena holds the inputs"
+
+
+def test_inputs_of_the_same_shapes_reuse_the_arenas(side_ios: Any) -> None:
+    import torch
+
+    from aka_core.evaluation.judge import load_inputs
+
+    _, ios, events = side_ios
+    load_inputs(ios, {"x": torch.zeros(8)}, out_bytes=64)
+    events.clear()
+    again = {"x": torch.full((8,), 3.0)}
+    load_inputs(ios[1:], again, out_bytes=64)  # the candidate's repeat: no new arena
+    assert events == ["synchronized"]
+    assert torch.equal(ios[1].views["x"], again["x"])
+    load_inputs(ios, {"x": torch.zeros(16)}, out_bytes=128)  # new shapes: both set up anew
+    assert events[1:] == ["baseline unmapped", "baseline setup sent", "candidate unmapped",
+                          "candidate setup sent", "baseline setup answered",
+                          "candidate setup answered", "synchronized"]
+
+
+def test_a_failed_setup_of_the_baseline_is_reported_before_the_candidates_is_read(
+        side_ios: Any) -> None:
+    import torch
+
+    from aka_core.evaluation.judge import load_inputs
+
+    judge, ios, events = side_ios
+    judge.fail_answer = "baseline"
+    with pytest.raises(JudgeFailure, match="baseline: its reply to setup"):
+        load_inputs(ios, {"x": torch.zeros(8)}, out_bytes=64)
+    assert "candidate setup answered" not in events
