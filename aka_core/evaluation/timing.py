@@ -1156,21 +1156,26 @@ def measure(judge: Judge) -> None:
         timers.append(timer)
         stage.skip()  # the case's own stages count it
     states["pairs_end"] = gpu_state.Reading()  # the longest load: a slowdown shows here first
+    stage("gpu_state")
     # The clean phase: the candidate's process and everything it started are killed, so no
     # kernel of it can still run; then the baseline alone.
     free_before, total = gpu_memory()
+    stage("kill_memory")
     judge.runners["candidate"].kill()
+    stage("kill")
     # Waited for until gone: a child of the candidate still exiting (its memory not yet freed)
     # would otherwise share the clean phase, or fail its inputs for lack of memory.
     sides.kill_orphans_and_wait({judge.runners["baseline"].proc.pid})
+    stage("kill_orphans")
     after = {**CaseTimer.memory_snapshot(), "kept_bytes": aside.used, "gpu_bytes": total}
     # What its processes held at the end: the memory their deaths gave back (the judge's own
     # is unchanged in between, and each runner's is private to it).
     perf["candidate_memory"] = {"freed_when_killed_bytes": max(0, after["free_bytes"]
                                                                - free_before),
                                 "gpu_bytes": total}
+    stage("kill_memory")
     states["end"] = gpu_state.Reading()  # while the clean phase runs
-    stage("kill")
+    stage("gpu_state")
     try:
         finish_cases(judge, timers, cases_out, after)
     finally:  # also when a case's check ends the evaluation: a retry's reader wants the clocks
