@@ -122,14 +122,15 @@
 # measured from an empty kernel store: 34 builds inside its window).
 # 55 ran on an H100 on 2026-12-06 (bench/results/h100-2026-12-06g/: the judge's cuts since fe1121c,
 # 23.3 against 22.7 evaluations per GPU-minute, GPU-locked 2.54 against 2.60 s). Step 57 profiles
-# the judge on six tasks (.prof files brought back). Step 56 is 55's new half alone.
+# the judge on six tasks (.prof files brought back). Step 56 is 55's new half alone; 58 is 56
+# then 57, in one call.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 57}"
+step="${1:?step 1 to 58}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -833,5 +834,11 @@ PY2
       --top 60 $tasks >/dev/null 2>&1
     grep -h "end to end\|^phases\|^judge stages\|^judge block" "$out"/profile/profile.md
     ;;
-  *) echo "step 1 to 57" >&2; exit 2 ;;
+  58)
+    # Steps 56 and 57 in one call (about six minutes): the service from a warm kernel store with
+    # every phase by step, two audit exploits, then the judge profiled on six tasks.
+    OUT="$out" bash bench/device_steps.sh 56
+    OUT="$out" bash bench/device_steps.sh 57
+    ;;
+  *) echo "step 1 to 58" >&2; exit 2 ;;
 esac
