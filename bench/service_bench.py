@@ -357,6 +357,12 @@ def main() -> int:
                      f"kernel, {sum(q.get('equal', 0) for q in quick)} bit-exact by one "
                      f"equality, {sum(q.get('pytorch', 0) for q in quick)} with PyTorch"
                      + (f"; the kernel failed: {errors[0]}" if errors else ""))
+        audits = [q["audits"] for q in quick if q.get("audits")]
+        if audits:
+            lines.append("timed audits' flags: " + ", ".join(
+                f"{sum(a.get(k, 0) for a in audits)} {what}" for k, what in (
+                    ("fused", "by the kernel"), ("pytorch", "by PyTorch"),
+                    ("settled", "raised by the kernel, settled by PyTorch"))))
     builds: dict[str, list[float]] = {}
     for r in results:
         for side, entry in (r.get("prebuild") or {}).items():

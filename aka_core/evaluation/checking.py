@@ -310,6 +310,29 @@ def output_failure_flags(outputs: list[Any], refs: list[Any],
             for out, ref in zip(outputs, refs, strict=True)]
 
 
+def audit_failure_flags(outputs: list[Any], refs: list[Any],
+                        tolerances: Mapping[str, Tolerance]) -> list[tuple[Any, bool]]:
+    """Each output's flag, and whether it is the quick one (``fused_compare.audit_flag``: raised
+    unless the output is clearly within its bounds, to be settled by ``failure_flag``) or
+    ``failure_flag`` itself (where the kernel does not apply). Nothing waits for the device."""
+    from aka_core.evaluation import fused_compare
+
+    flags: list[tuple[Any, bool]] = []
+    for out, ref in zip(outputs, refs, strict=True):
+        tol = tolerance_for(out.dtype, tolerances)
+        quick = None
+        if tuple(out.shape) == tuple(ref.shape):
+            quick = fused_compare.audit_flag(out, ref, tol.atol, tol.rtol, tol.max_rel_l2,
+                                             1.0 - QUICK_MARGIN)
+        if quick is None:
+            fused_compare.audits["pytorch"] += 1
+            flags.append((failure_flag(out, ref, tol), False))
+        else:
+            fused_compare.audits["fused"] += 1
+            flags.append((quick, True))
+    return flags
+
+
 def with_l2_slack(tolerances: Mapping[str, Tolerance], slack: float) -> dict[str, Tolerance]:
     """``tolerances`` with each relative-L2 bound multiplied by ``slack`` (atol, rtol unchanged)."""
     import attrs

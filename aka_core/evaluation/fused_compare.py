@@ -14,6 +14,11 @@ float64, its digits kept as in the PyTorch pass. Only float16, bfloat16, float32
 outputs and references on a GPU, with Triton, take this path; anything else, or any error, is
 None and the PyTorch pass decides. A quick pass is only ever a shortcut:
 where it does not pass clearly, the exact float64 comparison decides and says why.
+
+``audit_flag`` is the same test for a timed audit's sample (at most ``FLAG_MAX`` elements) in one
+program that writes one flag on the GPU: no figure is read back, so a block's flags are read with
+one wait, and a launch replaces the ~18 PyTorch operators of ``checking.failure_flag`` (most of
+an audit's host time). A raised flag is settled by ``checking.failure_flag``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import os
 from typing import Any
 
 BLOCK = 4096
+FLAG_BLOCK = 2048  # the audit flag's one program reads this many elements of each side at a time
+FLAG_MAX = 1 << 20  # ... and takes outputs of at most this many (an audit reads 65536 of each)
 FLOAT_KINDS = ("float16", "bfloat16", "float32", "float64")
 DISABLE_ENV = "AKA_FUSED_COMPARE"  # "0": the PyTorch pass everywhere
 # The least atol this path takes: a GPU's float32 arithmetic may flush denormals (below 2**-126)
@@ -32,11 +39,15 @@ MIN_ATOL = 2.0**-100
 # Which path this process's quick passes took, and why this one failed if it did (the judge
 # records it: a fall back to PyTorch is slower, never wrong, and must not go unseen).
 counts = {"fused": 0, "pytorch": 0, "equal": 0}  # "equal": bit-exact outputs, one torch.equal
+# The timed audits' flags (``audit_flag``): by the kernel, by PyTorch (where the kernel does not
+# apply), and how many the kernel raised that PyTorch's exact flag then settled.
+audits = {"fused": 0, "pytorch": 0, "settled": 0}
 error: list[str] = []
 
 
 def summary() -> dict[str, Any]:
-    return {**counts, **({"fused_error": error[0]} if error else {})}
+    return {**counts, **({"audits": dict(audits)} if any(audits.values()) else {}),
+            **({"fused_error": error[0]} if error else {})}
 
 
 @functools.cache
@@ -92,6 +103,124 @@ def _kernel() -> Any:
     return quick_pass_blocks
 
 
+@functools.cache
+def _flag_kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    # One program reads the whole (small: a timed audit's sample) output and writes one flag:
+    # nothing is combined on the host, so many flags are read back with one wait. The same
+    # tests as ``quick_pass_blocks``, with the relative-L2 bound checked in the kernel.
+    @triton.jit(do_not_specialize=["n"])
+    def audit_flag_kernel(out_ptr, ref_ptr, n, atol, rtol, slack, max_l2, flag_ptr,
+                          BLOCK: tl.constexpr, WIDE: tl.constexpr, HAS_L2: tl.constexpr):
+        bad = tl.zeros([BLOCK], dtype=tl.int32)
+        if WIDE:
+            err2 = tl.zeros([BLOCK], dtype=tl.float64)
+            ref2 = tl.zeros([BLOCK], dtype=tl.float64)
+        else:
+            err2 = tl.zeros([BLOCK], dtype=tl.float32)
+            ref2 = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, n, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            inside = offs < n
+            if WIDE:
+                o = tl.load(out_ptr + offs, mask=inside, other=0.0).to(tl.float64)
+                r = tl.load(ref_ptr + offs, mask=inside, other=0.0).to(tl.float64)
+                o_bits = o.to(tl.int64, bitcast=True)
+                r_bits = r.to(tl.int64, bitcast=True)
+                o_mag = o_bits & 0x7FFFFFFFFFFFFFFF
+                r_mag = r_bits & 0x7FFFFFFFFFFFFFFF
+                nan_o = o_mag > 0x7FF0000000000000
+                nan_r = r_mag > 0x7FF0000000000000
+                inf_o = o_mag == 0x7FF0000000000000
+                inf_r = r_mag == 0x7FF0000000000000
+                finite = (o_mag < 0x7FF0000000000000) & (r_mag < 0x7FF0000000000000)
+            else:
+                o = tl.load(out_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+                r = tl.load(ref_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+                o_bits = o.to(tl.int32, bitcast=True)
+                r_bits = r.to(tl.int32, bitcast=True)
+                o_mag = o_bits & 0x7FFFFFFF
+                r_mag = r_bits & 0x7FFFFFFF
+                nan_o = o_mag > 0x7F800000
+                nan_r = r_mag > 0x7F800000
+                inf_o = o_mag == 0x7F800000
+                inf_r = r_mag == 0x7F800000
+                finite = (o_mag < 0x7F800000) & (r_mag < 0x7F800000)
+            special = (nan_o != nan_r) | ((inf_o | inf_r) & (o_bits != r_bits))
+            err = tl.where(finite, o - r, 0.0)
+            ref_finite = tl.where(finite, r, 0.0)
+            outside = (tl.abs(err) > (atol + rtol * tl.abs(r)) * slack) & finite
+            bad = bad | ((special | outside) & inside).to(tl.int32)
+            err2 += err * err
+            ref2 += ref_finite * ref_finite
+        failed = tl.max(bad, axis=0) > 0
+        err_norm = tl.sqrt(tl.sum(err2, axis=0))
+        ref_norm = tl.sqrt(tl.sum(ref2, axis=0))
+        # Norms that overflowed (or NaN) say nothing: raised, and PyTorch's flag decides. Told
+        # by their bits, as above.
+        if WIDE:
+            failed = failed | ((err_norm.to(tl.int64, bitcast=True) & 0x7FFFFFFFFFFFFFFF)
+                               >= 0x7FF0000000000000)
+            failed = failed | ((ref_norm.to(tl.int64, bitcast=True) & 0x7FFFFFFFFFFFFFFF)
+                               >= 0x7FF0000000000000)
+        else:
+            failed = failed | ((err_norm.to(tl.int32, bitcast=True) & 0x7FFFFFFF) >= 0x7F800000)
+            failed = failed | ((ref_norm.to(tl.int32, bitcast=True) & 0x7FFFFFFF) >= 0x7F800000)
+        if HAS_L2:
+            bound = max_l2 * slack
+            failed = failed | tl.where(ref_norm > 0, err_norm > bound * ref_norm,
+                                       err_norm > bound)
+        tl.store(flag_ptr, failed.to(tl.int8))
+
+    return audit_flag_kernel
+
+
+def audit_flag(out: Any, ref: Any, atol: float, rtol: float, max_rel_l2: float | None,
+               slack: float) -> Any | None:
+    """A boolean scalar tensor on ``out``'s device, false only where ``out`` passes with a
+    margin (every element within ``(atol + rtol*|ref|) * slack``, NaN and infinities where the
+    reference has them, the relative L2 error within ``max_rel_l2 * slack``), from one kernel
+    launch; nothing waits for the device. None where this path cannot say (PyTorch's
+    ``checking.failure_flag`` then stands). A raised flag says "not clearly within": the caller
+    settles it with PyTorch's exact flag. Outputs of at most ``FLAG_MAX`` elements (a timed
+    audit's sample), float16, bfloat16, float32 or float64, ``atol`` at least ``MIN_ATOL``."""
+    if os.environ.get(DISABLE_ENV) == "0" or atol < MIN_ATOL:
+        return None
+    if out.device.type != "cuda" or not flag_applies(out, ref):
+        return None
+    return launch_audit_flag(out, ref, atol, rtol, max_rel_l2, slack)
+
+
+def flag_applies(out: Any, ref: Any) -> bool:
+    """Whether the kernel takes this pair, wherever it lies (tests run it on the CPU through
+    Triton's interpreter)."""
+    return (out.shape == ref.shape and ref.device == out.device and 0 < out.numel() <= FLAG_MAX
+            and all(str(t.dtype).removeprefix("torch.") in FLOAT_KINDS for t in (out, ref)))
+
+
+def launch_audit_flag(out: Any, ref: Any, atol: float, rtol: float, max_rel_l2: float | None,
+                      slack: float) -> Any | None:
+    try:
+        import torch
+
+        o = out.detach().reshape(-1)
+        r = ref.detach().reshape(-1)
+        o = o if o.is_contiguous() else o.contiguous()
+        r = r if r.is_contiguous() else r.contiguous()
+        flag = torch.zeros((), dtype=torch.bool, device=o.device)
+        _flag_kernel()[(1,)](o, r, o.numel(), float(atol), float(rtol), float(slack),
+                             float(max_rel_l2 or 0.0), flag.view(torch.int8), BLOCK=FLAG_BLOCK,
+                             WIDE=torch.float64 in (o.dtype, r.dtype),
+                             HAS_L2=max_rel_l2 is not None, num_warps=8)
+        return flag
+    except Exception as exc:  # Triton missing or failing: PyTorch's flag decides
+        if not error:
+            error.append(f"audit flag: {type(exc).__name__}: {exc}"[:500])
+        return None
+
+
 def applies(out: Any, ref: Any) -> bool:
     """Whether ``figures`` takes this pair (a GPU, Triton, 16- or 32-bit floats, same shape)."""
     if os.environ.get(DISABLE_ENV) == "0":
@@ -138,16 +267,28 @@ def warm() -> None:
 
     if os.environ.get(DISABLE_ENV) == "0" or not torch.cuda.is_available():
         return
+    kinds = [torch.float16, torch.bfloat16, torch.float32]
+    # Half the corpus' references are float64 (compared with their digits kept).
+    pairs = [(out_dtype, ref_dtype) for out_dtype in kinds
+             for ref_dtype in dict.fromkeys([out_dtype, torch.float32, torch.float64])]
     try:
         kernel = _kernel()
-        kinds = [torch.float16, torch.bfloat16, torch.float32]
-        for out_dtype in kinds:
-            # Half the corpus' references are float64 (compared with their digits kept).
-            for ref_dtype in dict.fromkeys([out_dtype, torch.float32, torch.float64]):
-                wide = ref_dtype == torch.float64
-                kernel.warmup(out_dtype, ref_dtype, BLOCK + 1, 0.0, 0.0, 1.0,
-                              torch.float64 if wide else torch.float32, 2,
-                              BLOCK=BLOCK, WIDE=wide, num_warps=8, grid=(1,))
+        for out_dtype, ref_dtype in pairs:
+            wide = ref_dtype == torch.float64
+            kernel.warmup(out_dtype, ref_dtype, BLOCK + 1, 0.0, 0.0, 1.0,
+                          torch.float64 if wide else torch.float32, 2,
+                          BLOCK=BLOCK, WIDE=wide, num_warps=8, grid=(1,))
     except Exception as exc:
         if not error:
             error.append(f"warm-up: {type(exc).__name__}: {exc}"[:500])
+    try:  # the timed audits' flags, with and without a relative-L2 bound
+        flag_kernel = _flag_kernel()
+        for out_dtype, ref_dtype in pairs:
+            for has_l2 in (False, True):
+                flag_kernel.warmup(out_dtype, ref_dtype, FLAG_BLOCK + 1, 0.0, 0.0, 1.0, 0.0,
+                                   torch.int8, BLOCK=FLAG_BLOCK,
+                                   WIDE=ref_dtype == torch.float64, HAS_L2=has_l2,
+                                   num_warps=8, grid=(1,))
+    except Exception as exc:
+        if not error:
+            error.append(f"audit flag warm-up: {type(exc).__name__}: {exc}"[:500])

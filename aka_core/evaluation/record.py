@@ -536,12 +536,15 @@ class RunnerOpStats(OpenRecord):
 @attrs.frozen(kw_only=True)
 class QuickCompares(OpenRecord):
     """The judge's quick comparisons: how many ran as one GPU kernel or as PyTorch operators,
-    how many bit-exact outputs were met by one ``torch.equal``, and why the kernel failed where
-    it did."""
+    how many bit-exact outputs were met by one ``torch.equal``, the timed audits' flags, and
+    why the kernel failed where it did."""
 
     fused: int = 0
     pytorch: int = 0
     equal: int = 0
+    # The timed audits' flags: by the kernel, by PyTorch, and the kernel's raised flags that
+    # PyTorch's exact flag settled.
+    audits: dict[str, int] | None = None
     fused_error: str | None = None
 
 

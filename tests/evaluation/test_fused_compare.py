@@ -216,20 +216,37 @@ def test_warm_compiles_each_usual_pair_once_and_never_raises(monkeypatch: pytest
             assert (args[4] == torch.float64) == kwargs["WIDE"]
             compiled.append((out_dtype, ref_dtype))
 
+    flags: list[tuple[object, object, object]] = []
+
+    class FlagKernel:
+        def warmup(self, out_dtype: object, ref_dtype: object, *args: object, **kwargs: object
+                   ) -> None:
+            assert kwargs["grid"] == (1,) and kwargs["BLOCK"] == fused_compare.FLAG_BLOCK
+            assert kwargs["WIDE"] == (torch.float64 in (out_dtype, ref_dtype))
+            assert args[5] == torch.int8  # the flag, written as a byte
+            flags.append((out_dtype, ref_dtype, kwargs["HAS_L2"]))
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(fused_compare, "_kernel", lambda: Kernel())
+    monkeypatch.setattr(fused_compare, "_flag_kernel", lambda: FlagKernel())
     monkeypatch.setattr(fused_compare, "error", [])
     fused_compare.warm.cache_clear()
     fused_compare.warm()
     assert len(compiled) == len(set(compiled)) == 8
     assert (torch.bfloat16, torch.float32) in compiled and (torch.float32, torch.float32) in compiled
     assert (torch.float16, torch.float64) in compiled and (torch.float32, torch.float64) in compiled
+    # The audits' flag: every pair, with and without a relative-L2 bound.
+    assert sorted(map(str, flags)) == sorted(str((*pair, has_l2)) for pair in compiled
+                                             for has_l2 in (False, True))
+    assert not fused_compare.error
 
     class Broken:
         def warmup(self, *args: object, **kwargs: object) -> None:
             raise RuntimeError("no ptxas")
 
     monkeypatch.setattr(fused_compare, "_kernel", lambda: Broken())
+    flags.clear()
     fused_compare.warm.cache_clear()
     fused_compare.warm()  # a judge must start whatever Triton does
     assert fused_compare.error and "no ptxas" in fused_compare.error[0]
+    assert len(flags) == 16, "one kernel that fails does not keep the other from compiling"

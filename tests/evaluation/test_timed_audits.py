@@ -117,3 +117,48 @@ def test_the_baselines_inputs_are_judged_by_its_outputs_alone() -> None:
     # Disturbed before it ran: its output differs from the reference made from the judge's copy.
     with pytest.raises(JudgeFailure, match="memory was disturbed"):
         t.audit("baseline", 2, [t.slot_memory["baseline"][2] * 2], inputs(t)[2], None)
+
+
+@pytest.fixture
+def raised_quick_flags(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """The audits' quick kernel standing in on the CPU, raising every flag ("not clearly
+    within"): PyTorch's exact flag must settle each."""
+    from aka_core.evaluation import fused_compare
+
+    monkeypatch.setattr(fused_compare, "audit_flag",
+                        lambda out, ref, *args: torch.ones((), dtype=torch.bool))
+    counts = {"fused": 0, "pytorch": 0, "settled": 0}
+    monkeypatch.setattr(fused_compare, "audits", counts)
+    return counts
+
+
+def test_a_raised_quick_flag_on_a_right_output_is_settled_as_a_pass(
+        raised_quick_flags: dict[str, int]) -> None:
+    t = timer()
+    x = inputs(t)
+    t.audit_calls("candidate", {0: [x[0]["x"] * 2], 3: [x[3]["x"] * 2]},
+                  {0: x[0], 3: x[3]}, {0: None, 3: None})
+    assert raised_quick_flags == {"fused": 2, "pytorch": 0, "settled": 2}
+
+
+def test_a_raised_quick_flag_on_a_wrong_output_still_fails_it(
+        raised_quick_flags: dict[str, int]) -> None:
+    t = timer()
+    x = inputs(t)
+    wrong = x[3]["x"] * 2
+    wrong[0] += 1.0
+    with pytest.raises(JudgeFailure, match="call 4 of a timed block") as failed:
+        t.audit_calls("candidate", {0: [x[0]["x"] * 2], 3: [wrong]}, {0: x[0], 3: x[3]},
+                      {0: None, 3: None})
+    assert failed.value.kind == FailureKind.TIMING_CHECK
+    assert raised_quick_flags["settled"] == 2
+
+
+def test_where_the_kernel_does_not_apply_pytorch_flags_the_output() -> None:
+    from aka_core.evaluation import fused_compare
+
+    before = dict(fused_compare.audits)
+    t = timer()  # on the CPU the kernel never applies
+    t.audit("candidate", 1, [inputs(t)[1]["x"] * 2], inputs(t)[1], None)
+    assert fused_compare.audits["pytorch"] == before["pytorch"] + 1
+    assert fused_compare.audits["fused"] == before["fused"]
