@@ -130,7 +130,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 58}"
+step="${1:?step 1 to 59}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -840,5 +840,27 @@ PY2
     OUT="$out" bash bench/device_steps.sh 56
     OUT="$out" bash bench/device_steps.sh 57
     ;;
-  *) echo "step 1 to 58" >&2; exit 2 ;;
+  59)
+    # A/B on one machine, each engine from a warm kernel store and a warmed service, new first:
+    # each timed audit's flag from one kernel launch (raised flags settled by PyTorch's), and a
+    # killed runner's exit waking the judge (pidfd), against the judge before them (.whl-old:
+    # OLD=c76bcff). Then the audit exploits against the new engine.
+    if [ ! -d /opt/aka-old ]; then
+      echo "step 59 needs .whl-old: OLD=c76bcff bash bench/build_device_wheels.sh" >&2; exit 2
+    fi
+    for engine in new old; do
+      site=/opt/aka-site; [ "$engine" = old ] && site=/opt/aka-old
+      echo "== engine $engine ($site)"
+      AKA_KERNEL_CACHE="/tmp/kernel-store-59" PYTHONPATH="$site" python3 \
+        bench/service_bench.py --out "$out/service-$engine" --repeats 1 --in-flight 64 \
+        --per-gpu 4 --warm 0 --single 0 --warm-pass --deadline-s "${SERVICE_DEADLINE_S:-70}" \
+        --tasks $SERVICE_TASKS 2>&1 | grep -v "^ERROR\|^Traceback\|^  File\|^    " \
+        | grep "evaluations per GPU-minute\|mean seconds\|mean round-trip\|lock\|flags\|quick"
+    done
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
+      --deadline-s "${REDTEAM_DEADLINE_S:-100}" --exploits wrong_in_the_last_element \
+      skip_a_sliver_when_timed cache_by_pointer correct_only_when_checked skip_half_the_calls \
+      2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  *) echo "step 1 to 59" >&2; exit 2 ;;
 esac
