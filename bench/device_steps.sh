@@ -130,7 +130,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 59}"
+step="${1:?step 1 to 60}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -862,5 +862,16 @@ PY2
       skip_a_sliver_when_timed cache_by_pointer correct_only_when_checked skip_half_the_calls \
       2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 59" >&2; exit 2 ;;
+  60)
+    # Step 59's new engine alone, for a call of about four minutes: the rate with every phase by
+    # step and the audits' flags counted, then three exploits the audits must catch.
+    AKA_KERNEL_CACHE=/tmp/kernel-store-60 python3 bench/service_bench.py --out "$out/service" \
+      --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 --single 0 --warm-pass \
+      --deadline-s "${SERVICE_DEADLINE_S:-60}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,32p
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
+      --deadline-s "${REDTEAM_DEADLINE_S:-60}" --exploits wrong_in_the_last_element \
+      skip_a_sliver_when_timed skip_half_the_calls 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  *) echo "step 1 to 60" >&2; exit 2 ;;
 esac

@@ -24,6 +24,7 @@ an audit's host time). A raised flag is settled by ``checking.failure_flag``.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from typing import Any
 
@@ -112,8 +113,9 @@ def _flag_kernel() -> Any:
     # nothing is combined on the host, so many flags are read back with one wait. The same
     # tests as ``quick_pass_blocks``, with the relative-L2 bound checked in the kernel.
     @triton.jit(do_not_specialize=["n"])
+    # max_l2: the relative-L2 bound, infinite where the task sets none (never exceeded).
     def audit_flag_kernel(out_ptr, ref_ptr, n, atol, rtol, slack, max_l2, flag_ptr,
-                          BLOCK: tl.constexpr, WIDE: tl.constexpr, HAS_L2: tl.constexpr):
+                          BLOCK: tl.constexpr, WIDE: tl.constexpr):
         bad = tl.zeros([BLOCK], dtype=tl.int32)
         if WIDE:
             err2 = tl.zeros([BLOCK], dtype=tl.float64)
@@ -168,10 +170,8 @@ def _flag_kernel() -> Any:
         else:
             failed = failed | ((err_norm.to(tl.int32, bitcast=True) & 0x7FFFFFFF) >= 0x7F800000)
             failed = failed | ((ref_norm.to(tl.int32, bitcast=True) & 0x7FFFFFFF) >= 0x7F800000)
-        if HAS_L2:
-            bound = max_l2 * slack
-            failed = failed | tl.where(ref_norm > 0, err_norm > bound * ref_norm,
-                                       err_norm > bound)
+        bound = max_l2 * slack
+        failed = failed | tl.where(ref_norm > 0, err_norm > bound * ref_norm, err_norm > bound)
         tl.store(flag_ptr, failed.to(tl.int8))
 
     return audit_flag_kernel
@@ -211,9 +211,9 @@ def launch_audit_flag(out: Any, ref: Any, atol: float, rtol: float, max_rel_l2: 
         r = r if r.is_contiguous() else r.contiguous()
         flag = torch.zeros((), dtype=torch.bool, device=o.device)
         _flag_kernel()[(1,)](o, r, o.numel(), float(atol), float(rtol), float(slack),
-                             float(max_rel_l2 or 0.0), flag.view(torch.int8), BLOCK=FLAG_BLOCK,
-                             WIDE=torch.float64 in (o.dtype, r.dtype),
-                             HAS_L2=max_rel_l2 is not None, num_warps=8)
+                             math.inf if max_rel_l2 is None else float(max_rel_l2),
+                             flag.view(torch.int8), BLOCK=FLAG_BLOCK,
+                             WIDE=torch.float64 in (o.dtype, r.dtype), num_warps=8)
         return flag
     except Exception as exc:  # Triton missing or failing: PyTorch's flag decides
         if not error:
@@ -281,14 +281,12 @@ def warm() -> None:
     except Exception as exc:
         if not error:
             error.append(f"warm-up: {type(exc).__name__}: {exc}"[:500])
-    try:  # the timed audits' flags, with and without a relative-L2 bound
+    try:  # the timed audits' flags
         flag_kernel = _flag_kernel()
         for out_dtype, ref_dtype in pairs:
-            for has_l2 in (False, True):
-                flag_kernel.warmup(out_dtype, ref_dtype, FLAG_BLOCK + 1, 0.0, 0.0, 1.0, 0.0,
-                                   torch.int8, BLOCK=FLAG_BLOCK,
-                                   WIDE=ref_dtype == torch.float64, HAS_L2=has_l2,
-                                   num_warps=8, grid=(1,))
+            flag_kernel.warmup(out_dtype, ref_dtype, FLAG_BLOCK + 1, 0.0, 0.0, 1.0, math.inf,
+                               torch.int8, BLOCK=FLAG_BLOCK, WIDE=ref_dtype == torch.float64,
+                               num_warps=8, grid=(1,))
     except Exception as exc:
         if not error:
             error.append(f"audit flag warm-up: {type(exc).__name__}: {exc}"[:500])
