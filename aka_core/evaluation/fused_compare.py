@@ -188,9 +188,71 @@ def audit_flag(out: Any, ref: Any, atol: float, rtol: float, max_rel_l2: float |
     audit's sample), float16, bfloat16, float32 or float64, ``atol`` at least ``MIN_ATOL``."""
     if os.environ.get(DISABLE_ENV) == "0" or atol < MIN_ATOL:
         return None
+    if flag_checked.get("passed") is not True:  # not checked on this GPU, or wrong there
+        return None
     if out.device.type != "cuda" or not flag_applies(out, ref):
         return None
-    return launch_audit_flag(out, ref, atol, rtol, max_rel_l2, slack)
+    flag = launch_audit_flag(out, ref, atol, rtol, max_rel_l2, slack)
+    if flag is None:  # failed once: not tried again in this process (a compile each time)
+        flag_checked["passed"] = False
+    return flag
+
+
+# The kernel's own check on this GPU (``check_audit_flag``): until it has passed, PyTorch flags.
+flag_checked: dict[str, bool] = {}
+CHECK_SLACK = 1.0 - 2.0**-12  # the audits' margin (``checking.QUICK_MARGIN``)
+
+
+def check_audit_flag(device: str = "cuda") -> bool:
+    """The audit flag's kernel on cases whose verdicts are known (right outputs, one element far
+    in the second chunk, a NaN, infinities where the reference has them, a relative-L2 bound
+    broken and kept, 16-bit outputs against float64 references), read with one wait; True if
+    every flag is as expected. Otherwise, or if the kernel fails, it is not used in this
+    process (PyTorch's flags stand) and why is recorded. Once per process, under the GPU lock
+    (it launches kernels): a kernel the compiler or driver got wrong must not judge audits."""
+    if "passed" in flag_checked:
+        return flag_checked["passed"]
+    flag_checked["passed"] = False
+    if os.environ.get(DISABLE_ENV) == "0":
+        return False
+    try:
+        import torch
+
+        n = FLAG_BLOCK + 952  # two chunks of the one program's loop
+        ref = torch.linspace(-3.0, 3.0, n, device=device)
+        far, nan, inf_ref = ref + 1e-4, ref + 1e-4, ref.clone()
+        far[FLAG_BLOCK + 500] += 1.0
+        nan[7] = float("nan")
+        inf_ref[9] = float("inf")
+        cases = [  # out, ref, atol, rtol, max_rel_l2, expected flag
+            ("close", ref + 1e-4, ref, 1e-2, 1e-2, None, False),
+            ("one far", far, ref, 1e-2, 1e-2, None, True),
+            ("a NaN", nan, ref, 1e-2, 1e-2, None, True),
+            ("infinities alike", inf_ref.clone(), inf_ref, 1e-2, 1e-2, None, False),
+            ("L2 broken", ref * (1 + 5e-3), ref, 1e-2, 1e-2, 1e-3, True),
+            ("L2 kept", ref * (1 + 5e-3), ref, 1e-2, 1e-2, 1e-2, False),
+            ("bf16 close, float64 ref", ref.bfloat16(), ref.double(), 1e-2, 1e-2, None, False),
+            ("fp16 one far, float64 ref", far.half(), ref.double(), 1e-2, 1e-2, None, True),
+        ]
+        flags = []
+        for _, out, expected_ref, atol, rtol, l2, _ in cases:
+            flag = launch_audit_flag(out, expected_ref, atol, rtol, l2, CHECK_SLACK)
+            if flag is None:
+                return False  # launch_audit_flag recorded why
+            flags.append(flag)
+        got = [bool(v) for v in torch.stack(flags).tolist()]
+        wrong = [case[0] for case, value in zip(cases, got, strict=True) if value != case[-1]]
+        if wrong:
+            if not error:
+                error.append(f"audit flag: wrong on its own check ({', '.join(wrong)}): "
+                             "PyTorch's flags are used")
+            return False
+    except Exception as exc:
+        if not error:
+            error.append(f"audit flag check: {type(exc).__name__}: {exc}"[:500])
+        return False
+    flag_checked["passed"] = True
+    return True
 
 
 def flag_applies(out: Any, ref: Any) -> bool:

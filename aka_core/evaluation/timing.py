@@ -1160,7 +1160,7 @@ def between_runs(judge: Judge) -> float:
 
 
 def measure(judge: Judge) -> None:
-    from aka_core.evaluation import gpu_state, sides
+    from aka_core.evaluation import fused_compare, gpu_state, sides
 
     own: dict[str, float] = {}  # the phase's seconds outside its cases' stages
     stage = Steps(own)
@@ -1175,6 +1175,9 @@ def measure(judge: Judge) -> None:
     perf["gpu_lock_wait_s"] = judge.result["phases"].get("gpu_wait")
     timers = []
     aside = SetAside.on_this_gpu()
+    # The audits' flag kernel checked on this GPU (a few launches, one wait): PyTorch's flags
+    # wherever it is wrong or fails.
+    fused_compare.check_audit_flag()
     stage("start")
     for index, case in enumerate(judge.cases):
         timer = CaseTimer(judge, case, index, flush, aside, last=index == len(judge.cases) - 1)

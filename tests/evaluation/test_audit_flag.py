@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,17 +85,28 @@ SCRIPT = textwrap.dedent('''
     case("zero reference, output off", torch.full((9,), 9e-3), torch.zeros(9), tols["with l2"])
     big = torch.full((BLOCK,), 3e30)
     case("squares overflow", big, big * (1 + 1e-4), Tolerance(rtol=1e-2, atol=1e-2))
-    print(json.dumps(rows))
+    # The check a judge makes on its GPU before the kernel may judge audits, here on the CPU.
+    checked = fused_compare.check_audit_flag(device="cpu")
+    print(json.dumps({"rows": rows, "checked": checked, "error": fused_compare.error[:1]}))
 ''')
 
 
 @pytest.fixture(scope="module")
-def rows() -> list[dict]:
+def result() -> dict:
     env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def rows(result: dict) -> list[dict]:
+    return result["rows"]
+
+
+def test_the_kernel_passes_its_own_check(result: dict) -> None:
+    assert result["checked"] is True, result["error"]
 
 
 def test_the_kernel_ran_on_every_case(rows: list[dict]) -> None:
@@ -130,3 +142,97 @@ def test_raised_at_the_bound_and_beyond(rows: list[dict]) -> None:
     for row in rows:
         if row["name"].startswith(("one far", "nan out", "nan ref", "inf out", "inf signs")):
             assert row["quick"] and row["exact"], row["name"]
+
+
+# --------------------------------------------------------------- the check, with the kernel faked
+
+
+@pytest.fixture
+def fresh_check(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A process whose kernel has not been checked yet (its errors collected apart)."""
+    from aka_core.evaluation import fused_compare
+
+    errors: list[str] = []
+    monkeypatch.setattr(fused_compare, "flag_checked", {})
+    monkeypatch.setattr(fused_compare, "error", errors)
+    return errors
+
+
+def faked_kernel(monkeypatch: pytest.MonkeyPatch, answer: Any) -> list[int]:
+    """``launch_audit_flag`` replaced: ``answer(out, ref, max_rel_l2)`` gives each flag (None: the
+    launch failed)."""
+    import torch
+
+    from aka_core.evaluation import fused_compare
+
+    launches: list[int] = []
+
+    def launch(out: Any, ref: Any, atol: float, rtol: float, l2: float | None,
+               slack: float) -> Any:
+        launches.append(1)
+        value = answer(out, ref, l2)
+        return None if value is None else torch.tensor(bool(value))
+
+    monkeypatch.setattr(fused_compare, "launch_audit_flag", launch)
+    return launches
+
+
+def test_a_kernel_that_lowers_every_flag_is_not_used(monkeypatch: pytest.MonkeyPatch,
+                                                     fresh_check: list[str]) -> None:
+    from aka_core.evaluation import fused_compare
+
+    faked_kernel(monkeypatch, lambda out, ref, l2: False)
+    assert fused_compare.check_audit_flag(device="cpu") is False
+    # Named: the cases whose flag must be raised (the lowered ones were right).
+    assert "wrong on its own check (one far, a NaN, L2 broken, fp16 one far, float64 ref)" in (
+        fresh_check[0])
+    assert fused_compare.flag_checked == {"passed": False}
+
+
+def test_a_kernel_that_fails_to_launch_is_not_used(monkeypatch: pytest.MonkeyPatch,
+                                                   fresh_check: list[str]) -> None:
+    from aka_core.evaluation import fused_compare
+
+    faked_kernel(monkeypatch, lambda out, ref, l2: None)
+    assert fused_compare.check_audit_flag(device="cpu") is False
+
+
+def test_the_check_runs_once_per_process(monkeypatch: pytest.MonkeyPatch,
+                                         fresh_check: list[str]) -> None:
+    import torch
+
+    from aka_core.evaluation import checking, fused_compare
+    from aka_core.models import Tolerance
+
+    def exact(out: Any, ref: Any, l2: float | None) -> bool:  # PyTorch's verdict
+        tol = Tolerance(rtol=1e-2, atol=1e-2, max_rel_l2=l2)
+        return bool(checking.failure_flag(out, ref, tol))
+
+    launches = faked_kernel(monkeypatch, exact)
+    assert fused_compare.check_audit_flag(device="cpu") is True
+    count = len(launches)
+    assert fused_compare.check_audit_flag(device="cpu") is True and len(launches) == count
+    assert not fresh_check
+    # Checked, the kernel is asked for GPU outputs only: on the CPU, PyTorch's flags stand.
+    assert fused_compare.audit_flag(torch.zeros(4), torch.zeros(4), 1e-2, 1e-2, None, 1.0) is None
+    assert len(launches) == count
+
+
+def test_unchecked_the_kernel_judges_nothing(monkeypatch: pytest.MonkeyPatch,
+                                            fresh_check: list[str]) -> None:
+    from aka_core.evaluation import fused_compare
+
+    class GpuTensor:  # what audit_flag looks at before it launches anything
+        device = type("Device", (), {"type": "cuda"})()
+        shape = (4,)
+        dtype = "torch.float32"
+
+        def numel(self) -> int:
+            return 4
+
+    launches = faked_kernel(monkeypatch, lambda out, ref, l2: False)
+    assert fused_compare.audit_flag(GpuTensor(), GpuTensor(), 1e-2, 1e-2, None, 1.0) is None
+    assert not launches
+    fused_compare.flag_checked["passed"] = True  # checked: now it launches
+    assert fused_compare.audit_flag(GpuTensor(), GpuTensor(), 1e-2, 1e-2, None, 1.0) is not None
+    assert launches == [1]
