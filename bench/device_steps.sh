@@ -121,9 +121,13 @@
 # call that cannot afford the serial pass should pass `--warm-pass` to service_bench.py (step 52
 # measured from an empty kernel store: 34 builds inside its window).
 # 55 ran on an H100 on 2026-12-06 (bench/results/h100-2026-12-06g/: the judge's cuts since fe1121c,
-# 23.3 against 22.7 evaluations per GPU-minute, GPU-locked 2.54 against 2.60 s). Step 57 profiles
-# the judge on six tasks (.prof files brought back). Step 56 is 55's new half alone; 58 is 56
-# then 57, in one call.
+# 23.3 against 22.7 evaluations per GPU-minute, GPU-locked 2.54 against 2.60 s); 58 (56 then 57:
+# the service, two exploits, the judge profiled on six tasks) ran on another H100
+# (bench/results/h100-2026-12-06h/). Next, never yet run on a GPU: step 59, the audits' flag
+# kernel and the pidfd exit wait side by side against c76bcff (build .whl, then
+# OLD=c76bcff bash bench/build_device_wheels.sh; bash bench/device_call.sh 59 430), or step 60,
+# the new engine alone with three audit exploits (bash bench/device_call.sh 60 270). Look for
+# "timed audits' flags" in the service's output: all by PyTorch means the kernel failed its check.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
