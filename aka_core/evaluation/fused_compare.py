@@ -18,7 +18,8 @@ where it does not pass clearly, the exact float64 comparison decides and says wh
 ``audit_flag`` is the same test for a timed audit's sample (at most ``FLAG_MAX`` elements) in one
 program that writes one flag on the GPU: no figure is read back, so a block's flags are read with
 one wait, and a launch replaces the ~18 PyTorch operators of ``checking.failure_flag`` (most of
-an audit's host time). A raised flag is settled by ``checking.failure_flag``.
+an audit's host time). A raised flag is settled by ``checking.failure_flag``. The kernels live in
+``fused_compare_kernels``.
 """
 
 from __future__ import annotations
