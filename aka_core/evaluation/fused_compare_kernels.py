@@ -24,25 +24,22 @@ def _element_tests(out_ptr, ref_ptr, offs, inside, atol, rtol, slack, WIDE: tl.c
         r = tl.load(ref_ptr + offs, mask=inside, other=0.0).to(tl.float64)
         o_bits = o.to(tl.int64, bitcast=True)
         r_bits = r.to(tl.int64, bitcast=True)
-        o_mag = o_bits & 0x7FFFFFFFFFFFFFFF
-        r_mag = r_bits & 0x7FFFFFFFFFFFFFFF
-        nan_o = o_mag > 0x7FF0000000000000
-        nan_r = r_mag > 0x7FF0000000000000
-        inf_o = o_mag == 0x7FF0000000000000
-        inf_r = r_mag == 0x7FF0000000000000
-        finite = (o_mag < 0x7FF0000000000000) & (r_mag < 0x7FF0000000000000)
+        magnitude = 0x7FFFFFFFFFFFFFFF  # all but the sign
+        infinity = 0x7FF0000000000000  # larger magnitudes are NaN
     else:
         o = tl.load(out_ptr + offs, mask=inside, other=0.0).to(tl.float32)
         r = tl.load(ref_ptr + offs, mask=inside, other=0.0).to(tl.float32)
         o_bits = o.to(tl.int32, bitcast=True)
         r_bits = r.to(tl.int32, bitcast=True)
-        o_mag = o_bits & 0x7FFFFFFF
-        r_mag = r_bits & 0x7FFFFFFF
-        nan_o = o_mag > 0x7F800000
-        nan_r = r_mag > 0x7F800000
-        inf_o = o_mag == 0x7F800000
-        inf_r = r_mag == 0x7F800000
-        finite = (o_mag < 0x7F800000) & (r_mag < 0x7F800000)
+        magnitude = 0x7FFFFFFF
+        infinity = 0x7F800000
+    o_mag = o_bits & magnitude
+    r_mag = r_bits & magnitude
+    nan_o = o_mag > infinity
+    nan_r = r_mag > infinity
+    inf_o = o_mag == infinity
+    inf_r = r_mag == infinity
+    finite = (o_mag < infinity) & (r_mag < infinity)
     special = (nan_o != nan_r) | ((inf_o | inf_r) & (o_bits != r_bits))
     err = tl.where(finite, o - r, 0.0)
     ref_finite = tl.where(finite, r, 0.0)
