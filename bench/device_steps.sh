@@ -862,20 +862,23 @@ PY2
         | grep "evaluations per GPU-minute\|mean seconds\|mean round-trip\|lock\|flags\|quick"
     done
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
-      --deadline-s "${REDTEAM_DEADLINE_S:-100}" --exploits wrong_in_the_last_element \
-      skip_a_sliver_when_timed cache_by_pointer correct_only_when_checked skip_half_the_calls \
+      --deadline-s "${REDTEAM_DEADLINE_S:-120}" --exploits nan_in_a_sliver_when_timed \
+      off_by_most_of_the_bound_when_timed wrong_in_the_last_element skip_a_sliver_when_timed \
+      cache_by_pointer correct_only_when_checked skip_half_the_calls \
       2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   60)
     # Step 59's new engine alone, for a call of about four minutes: the rate with every phase by
-    # step and the audits' flags counted, then three exploits the audits must catch.
+    # step and the audits' flags counted, then four exploits the audits must catch (two of them
+    # aimed at the flag kernel: NaN, and the relative-L2 bound).
     AKA_KERNEL_CACHE=/tmp/kernel-store-60 python3 bench/service_bench.py --out "$out/service" \
       --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 --single 0 --warm-pass \
       --deadline-s "${SERVICE_DEADLINE_S:-60}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,32p
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
-      --deadline-s "${REDTEAM_DEADLINE_S:-60}" --exploits wrong_in_the_last_element \
-      skip_a_sliver_when_timed skip_half_the_calls 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+      --deadline-s "${REDTEAM_DEADLINE_S:-80}" --exploits nan_in_a_sliver_when_timed \
+      off_by_most_of_the_bound_when_timed skip_a_sliver_when_timed wrong_in_the_last_element \
+      2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   *) echo "step 1 to 60" >&2; exit 2 ;;
 esac
