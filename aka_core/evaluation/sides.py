@@ -279,16 +279,16 @@ def wait_exit(proc: subprocess.Popen[Any], timeout: float) -> int:
 def kill_orphans(keep: set[int]) -> None:
     """Kill the processes below this (subreaper) one, except ``keep`` and what is below them."""
     kept = set(keep).union(*(descendants(k) for k in keep))
-    killed = False
+    found = False
     for pid in descendants(os.getpid()):
         if pid in kept:
             continue
+        found = True
         try:
             os.kill(pid, signal.SIGKILL)
-            killed = True
         except (ProcessLookupError, PermissionError):
             pass
-    if killed:  # a moment for them to exit before they are collected
+    if found:  # a moment for them to exit before they are collected (none found: no wait)
         time.sleep(0.01)
     reap()
 
