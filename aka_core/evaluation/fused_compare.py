@@ -91,7 +91,6 @@ def audit_flag(out: Any, ref: Any, atol: float, rtol: float, max_rel_l2: float |
 
 # The kernel's own check on this GPU (``check_audit_flag``): until it has passed, PyTorch flags.
 flag_checked: dict[str, bool] = {}
-CHECK_SLACK = 1.0 - 2.0**-12  # the audits' margin (``checking.QUICK_MARGIN``)
 
 
 def check_audit_flag(device: str = "cuda") -> bool:
@@ -109,6 +108,10 @@ def check_audit_flag(device: str = "cuda") -> bool:
     try:
         import torch
 
+        from aka_core.evaluation import checking
+
+        if device == "cuda" and not torch.cuda.is_available():
+            return False  # no GPU here: nothing for the kernel to judge
         n = FLAG_BLOCK + 952  # two chunks of the one program's loop
         ref = torch.linspace(-3.0, 3.0, n, device=device)
         far, nan, inf_ref = ref + 1e-4, ref + 1e-4, ref.clone()
@@ -127,7 +130,8 @@ def check_audit_flag(device: str = "cuda") -> bool:
         ]
         flags = []
         for _, out, expected_ref, atol, rtol, l2, _ in cases:
-            flag = launch_audit_flag(out, expected_ref, atol, rtol, l2, CHECK_SLACK)
+            flag = launch_audit_flag(out, expected_ref, atol, rtol, l2,
+                                     1.0 - checking.QUICK_MARGIN)
             if flag is None:
                 return False  # launch_audit_flag recorded why
             flags.append(flag)
@@ -158,10 +162,7 @@ def launch_audit_flag(out: Any, ref: Any, atol: float, rtol: float, max_rel_l2: 
     try:
         import torch
 
-        o = out.detach().reshape(-1)
-        r = ref.detach().reshape(-1)
-        o = o if o.is_contiguous() else o.contiguous()
-        r = r if r.is_contiguous() else r.contiguous()
+        o, r = _flat(out), _flat(ref)
         flag = torch.zeros((), dtype=torch.bool, device=o.device)
         _flag_kernel()[(1,)](o, r, o.numel(), float(atol), float(rtol), float(slack),
                              math.inf if max_rel_l2 is None else float(max_rel_l2),
@@ -172,6 +173,12 @@ def launch_audit_flag(out: Any, ref: Any, atol: float, rtol: float, max_rel_l2: 
         if not error:
             error.append(f"audit flag: {type(exc).__name__}: {exc}"[:500])
         return None
+
+
+def _flat(t: Any) -> Any:
+    """``t`` as one contiguous row of its elements (a view where it already is one)."""
+    flat = t.detach().reshape(-1)
+    return flat if flat.is_contiguous() else flat.contiguous()
 
 
 def applies(out: Any, ref: Any) -> bool:
@@ -191,10 +198,7 @@ def figures(out: Any, ref: Any, atol: float, rtol: float, slack: float) -> list[
         import torch
 
         kernel = _kernel()
-        o = out.detach().reshape(-1)
-        r = ref.detach().reshape(-1)
-        o = o if o.is_contiguous() else o.contiguous()
-        r = r if r.is_contiguous() else r.contiguous()
+        o, r = _flat(out), _flat(ref)
         n = o.numel()
         blocks = -(-n // BLOCK)
         wide = torch.float64 in (o.dtype, r.dtype)
