@@ -126,7 +126,7 @@
 # (bench/results/h100-2026-12-06h/). Next, never yet run on a GPU: step 59, the audits' flag
 # kernel and the pidfd exit wait side by side against c76bcff (build .whl, then
 # OLD=c76bcff bash bench/build_device_wheels.sh; bash bench/device_call.sh 59 430), or step 60,
-# the new engine alone with three audit exploits (bash bench/device_call.sh 60 270). Look for
+# the new engine alone with four audit exploits (bash bench/device_call.sh 60 270). Look for
 # "timed audits' flags" in the service's output: all by PyTorch means the kernel failed its check.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
@@ -161,6 +161,16 @@ names = [e.name for e in load_exploits("cuda")]
 half = len(names) // 2
 print(" ".join(names[:half] if sys.argv[1] == "1" else names[half:]))
 PY
+}
+service_then_exploits() {  # SERVICE_S REDTEAM_S EXPLOIT...: the service once, then exploits
+  local service_s="$1" redteam_s="$2"
+  shift 2
+  AKA_KERNEL_CACHE="/tmp/kernel-store-$step" python3 bench/service_bench.py \
+    --out "$out/service" --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 --single 0 --warm-pass \
+    --deadline-s "$service_s" --tasks $SERVICE_TASKS 2>&1 \
+    | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,32p
+  python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s "$redteam_s" \
+    --exploits "$@" 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
 }
 T3="triton2triton/gelu torch2triton/gemm_bias_gelu torch2cuda/silu_and_mul"
 case "$step" in
@@ -818,13 +828,8 @@ PY2
   56)
     # Step 55's new engine alone, for a call too short for both (about four minutes): the rate
     # from a warm kernel store with every phase by step, then two exploits the audits catch.
-    AKA_KERNEL_CACHE=/tmp/kernel-store-56 python3 bench/service_bench.py --out "$out/service" \
-      --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 --single 0 --warm-pass \
-      --deadline-s "${SERVICE_DEADLINE_S:-70}" --tasks $SERVICE_TASKS 2>&1 \
-      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,30p
-    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
-      --deadline-s "${REDTEAM_DEADLINE_S:-45}" --exploits wrong_in_the_last_element \
-      skip_a_sliver_when_timed 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    service_then_exploits "${SERVICE_DEADLINE_S:-70}" "${REDTEAM_DEADLINE_S:-45}" \
+      wrong_in_the_last_element skip_a_sliver_when_timed
     ;;
   57)
     # The judge profiled (cProfile, its .prof files brought back for pstats) on six tasks of
@@ -871,14 +876,9 @@ PY2
     # Step 59's new engine alone, for a call of about four minutes: the rate with every phase by
     # step and the audits' flags counted, then four exploits the audits must catch (two of them
     # aimed at the flag kernel: NaN, and the relative-L2 bound).
-    AKA_KERNEL_CACHE=/tmp/kernel-store-60 python3 bench/service_bench.py --out "$out/service" \
-      --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 --single 0 --warm-pass \
-      --deadline-s "${SERVICE_DEADLINE_S:-60}" --tasks $SERVICE_TASKS 2>&1 \
-      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,32p
-    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
-      --deadline-s "${REDTEAM_DEADLINE_S:-80}" --exploits nan_in_a_sliver_when_timed \
-      off_by_most_of_the_bound_when_timed skip_a_sliver_when_timed wrong_in_the_last_element \
-      2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    service_then_exploits "${SERVICE_DEADLINE_S:-60}" "${REDTEAM_DEADLINE_S:-80}" \
+      nan_in_a_sliver_when_timed off_by_most_of_the_bound_when_timed skip_a_sliver_when_timed \
+      wrong_in_the_last_element
     ;;
   *) echo "step 1 to 60" >&2; exit 2 ;;
 esac
