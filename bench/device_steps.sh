@@ -162,6 +162,22 @@ half = len(names) // 2
 print(" ".join(names[:half] if sys.argv[1] == "1" else names[half:]))
 PY
 }
+ab_service() {  # OLD=COMMIT REPEATS DEADLINE_S: the service under each engine, new first
+  if [ ! -d /opt/aka-old ]; then
+    echo "step $step needs .whl-old: $1 bash bench/build_device_wheels.sh" >&2; return 2
+  fi
+  local engine site
+  for engine in new old; do
+    site=/opt/aka-site; [ "$engine" = old ] && site=/opt/aka-old
+    echo "== engine $engine ($site)"
+    AKA_KERNEL_CACHE="/tmp/kernel-store-$step" PYTHONPATH="$site" python3 \
+      bench/service_bench.py --out "$out/service-$engine" --repeats "$2" --in-flight 64 \
+      --per-gpu 4 --warm 0 --single 0 --warm-pass --deadline-s "$3" --tasks $SERVICE_TASKS \
+      2>&1 | grep -v "^ERROR\|^Traceback\|^  File\|^    " | grep \
+      "evaluations per GPU-minute\|mean seconds\|mean round-trip\|warm pass\|lock\|flags\|quick"
+  done
+  return 0  # a run's own failure shows in its output; only a missing old engine stops the step
+}
 service_then_exploits() {  # SERVICE_S REDTEAM_S EXPLOIT...: the service once, then exploits
   local service_s="$1" redteam_s="$2"
   shift 2
@@ -812,18 +828,7 @@ PY2
     # work per evaluation (one estimate block per side, one round trip per slot set-up, a block's
     # audits read at once, the baseline's inputs judged by its outputs, one nvidia-smi run per
     # reading) against the judge before it (.whl-old: OLD=fe1121c), new first.
-    if [ ! -d /opt/aka-old ]; then
-      echo "step 55 needs .whl-old: OLD=fe1121c bash bench/build_device_wheels.sh" >&2; exit 2
-    fi
-    for engine in new old; do
-      site=/opt/aka-site; [ "$engine" = old ] && site=/opt/aka-old
-      echo "== engine $engine ($site)"
-      AKA_KERNEL_CACHE="/tmp/kernel-store-55" PYTHONPATH="$site" python3 \
-        bench/service_bench.py --out "$out/service-$engine" --repeats 2 --in-flight 64 \
-        --per-gpu 4 --warm 0 --single 0 --warm-pass --deadline-s "${SERVICE_DEADLINE_S:-120}" \
-        --tasks $SERVICE_TASKS 2>&1 | grep -v "^ERROR\|^Traceback\|^  File\|^    " \
-        | grep "evaluations per GPU-minute\|mean seconds\|mean round-trip\|warm pass\|lock"
-    done
+    ab_service OLD=fe1121c 2 "${SERVICE_DEADLINE_S:-120}" || exit 2
     ;;
   56)
     # Step 55's new engine alone, for a call too short for both (about four minutes): the rate
@@ -854,18 +859,7 @@ PY2
     # each timed audit's flag from one kernel launch (raised flags settled by PyTorch's), and a
     # killed runner's exit waking the judge (pidfd), against the judge before them (.whl-old:
     # OLD=c76bcff). Then the audit exploits against the new engine.
-    if [ ! -d /opt/aka-old ]; then
-      echo "step 59 needs .whl-old: OLD=c76bcff bash bench/build_device_wheels.sh" >&2; exit 2
-    fi
-    for engine in new old; do
-      site=/opt/aka-site; [ "$engine" = old ] && site=/opt/aka-old
-      echo "== engine $engine ($site)"
-      AKA_KERNEL_CACHE="/tmp/kernel-store-59" PYTHONPATH="$site" python3 \
-        bench/service_bench.py --out "$out/service-$engine" --repeats 1 --in-flight 64 \
-        --per-gpu 4 --warm 0 --single 0 --warm-pass --deadline-s "${SERVICE_DEADLINE_S:-70}" \
-        --tasks $SERVICE_TASKS 2>&1 | grep -v "^ERROR\|^Traceback\|^  File\|^    " \
-        | grep "evaluations per GPU-minute\|mean seconds\|mean round-trip\|lock\|flags\|quick"
-    done
+    ab_service OLD=c76bcff 1 "${SERVICE_DEADLINE_S:-70}" || exit 2
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam \
       --deadline-s "${REDTEAM_DEADLINE_S:-120}" --exploits nan_in_a_sliver_when_timed \
       off_by_most_of_the_bound_when_timed wrong_in_the_last_element skip_a_sliver_when_timed \
