@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from aka_core.evaluation import fused_compare
 from aka_core.models import Tolerance
 
 # Integer and boolean outputs compare exactly unless the task gives a tolerance for them.
@@ -103,7 +104,8 @@ def tolerance_for(dtype: Any, tolerances: Mapping[str, Tolerance]) -> Tolerance:
     raise KeyError(f"the task gives no tolerance for output dtype {key}")
 
 
-QUICK_MARGIN = 2.0**-12  # how clearly inside its bounds an output must be to pass in float32
+# How clearly inside its bounds an output must be to pass in float32 (one margin for every quick test).
+QUICK_MARGIN = fused_compare.QUICK_MARGIN
 
 
 def compare(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any]:
@@ -138,8 +140,6 @@ def quick_pass(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any] | None:
         # with NaN take the pass below).
         return {"passed": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "rel_l2": 0.0,
                 "mismatched": 0, "elements": int(out.numel())}
-    from aka_core.evaluation import fused_compare
-
     slack = 1.0 - QUICK_MARGIN
     # The kernel's float32 arithmetic may flush denormals (< 2**-126) to zero: harmless where
     # atol's margin is far larger, not where a task asks for exact floats (atol 0).
@@ -164,8 +164,6 @@ def quick_pass(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any] | None:
 
 def _equal(out: Any, ref: Any) -> bool:
     import torch
-
-    from aka_core.evaluation import fused_compare
 
     equal = bool(torch.equal(out.detach(), ref.detach()))
     fused_compare.counts["equal"] += equal
@@ -315,8 +313,6 @@ def audit_failure_flags(outputs: list[Any], refs: list[Any],
     """Each output's flag, and whether it is the quick one (``fused_compare.audit_flag``: raised
     unless the output is clearly within its bounds, to be settled by ``failure_flag``) or
     ``failure_flag`` itself (where the kernel does not apply). Nothing waits for the device."""
-    from aka_core.evaluation import fused_compare
-
     flags: list[tuple[Any, bool]] = []
     for out, ref in zip(outputs, refs, strict=True):
         tol = tolerance_for(out.dtype, tolerances)
