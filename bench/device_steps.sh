@@ -123,11 +123,11 @@
 # 55 ran on an H100 on 2026-12-06 (bench/results/h100-2026-12-06g/: the judge's cuts since fe1121c,
 # 23.3 against 22.7 evaluations per GPU-minute, GPU-locked 2.54 against 2.60 s); 58 (56 then 57:
 # the service, two exploits, the judge profiled on six tasks) ran on another H100
-# (bench/results/h100-2026-12-06h/). Next, never yet run on a GPU: step 59, the audits' flag
-# kernel and the pidfd exit wait side by side against c76bcff (build .whl, then
-# OLD=c76bcff bash bench/build_device_wheels.sh; bash bench/device_call.sh 59 430), or step 60,
-# the new engine alone with four audit exploits (bash bench/device_call.sh 60 270). Look for
-# "timed audits' flags" in the service's output: all by PyTorch means the kernel failed its check.
+# (bench/results/h100-2026-12-06h/); 59 (the audits' flag kernel and the pidfd exit wait, A/B
+# against c76bcff) on a third: 24.9 against 23.3 per GPU-minute (bench/results/h100-2026-12-06i/).
+# Next: step 60, the new engine alone with four audit exploits (bash bench/device_call.sh 60 270),
+# on an H200 or a slow H100 host (12-06h's: 20.5). Look for "timed audits' flags" in the
+# service's output: all by PyTorch means the kernel failed its check.
 # Results go under $OUT/step<N>/.
 # The engine before the judge (step 6) is commit be89b5f (3a4c069~1). If .whl-old or .old-tree are
 # missing:  git worktree add /tmp/old-aka be89b5f
