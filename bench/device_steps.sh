@@ -134,7 +134,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 60}"
+step="${1:?step 1 to 61}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -874,5 +874,15 @@ PY2
       nan_in_a_sliver_when_timed off_by_most_of_the_bound_when_timed skip_a_sliver_when_timed \
       wrong_in_the_last_element
     ;;
-  *) echo "step 1 to 60" >&2; exit 2 ;;
+  61)
+    # Whether other processes' CUDA contexts (made by the evaluations started ahead, torn down
+    # by those ending) slow the locked evaluation's driver calls (12-06i: setups of 0.2-0.9 s
+    # on a few evaluations, 0.005-0.05 s on most), then step 60.
+    timeout 100 python3 bench/driver_contention_probe.py --out "$out/driver/probe.json" 2>&1 \
+      | tail -40
+    service_then_exploits "${SERVICE_DEADLINE_S:-60}" "${REDTEAM_DEADLINE_S:-80}" \
+      nan_in_a_sliver_when_timed off_by_most_of_the_bound_when_timed skip_a_sliver_when_timed \
+      wrong_in_the_last_element
+    ;;
+  *) echo "step 1 to 61" >&2; exit 2 ;;
 esac

@@ -1,0 +1,175 @@
+"""Do CUDA contexts made and torn down beside an evaluation slow the judge's driver calls?
+
+The reward service starts each slot's next evaluation (a judge and two runners: PyTorch
+imported, a CUDA context made) and ends the last one's processes (their contexts torn down)
+while another evaluation holds the GPU lock. Through the service (bench/results/h100-2026-12-06i/)
+the locked evaluation's steps that are mostly driver calls (slots allocated, exported and mapped,
+memory given back, graphs captured) took 0.005-0.05 s on most evaluations and 0.2-0.9 s on a few,
+which adds some 0.1-0.3 s to the mean GPU-locked time. This probe asks whether other processes'
+contexts explain it, in one process and a helper, no judge. Each iteration times, in order:
+
+* ``allocate``: 256 MiB from the driver (the caching allocator emptied first) and a sync;
+* ``export``: its IPC handle (a runner's slot export);
+* ``map``: the helper process opens the handle, touches the memory and closes it (the judge's
+  mapping of a runner's slot); the helper's own seconds;
+* ``free``: the memory freed and the allocator's cache emptied (``cudaFree``);
+* ``capture``: a CUDA graph of 8 small kernels captured, instantiated and replayed once;
+* ``mem_get_info`` and ``launch_sync`` (one small kernel and a sync).
+
+Phases alternate (``quiet``, ``contexts``, twice): in ``contexts``, ``--procs`` processes at a
+time, one after another, each importing PyTorch, making its CUDA context, a stream and 256 MiB,
+then exiting (a runner started ahead, then one ending). Per phase and step: the median, the 90th
+percentile and the mean in ms, and the mean against the quiet phases'.
+
+Usage:  python bench/driver_contention_probe.py [--seconds 10] [--procs 3] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+CHILD = ("import torch; torch.cuda.init(); torch.cuda.mem_get_info(); s = torch.cuda.Stream(); "
+         "x = torch.empty(1 << 28, dtype=torch.uint8, device='cuda'); torch.cuda.synchronize()")
+STEPS = ("allocate", "export", "map", "free", "capture", "mem_get_info", "launch_sync")
+
+
+def mapper(conn: Any) -> None:
+    """The helper: opens each handle it is sent, touches the memory, closes it; replies with
+    its own seconds."""
+    import torch
+
+    torch.cuda.init()
+    torch.cuda.mem_get_info()
+    while True:
+        handle = conn.recv()
+        if handle is None:
+            return
+        t0 = time.perf_counter()
+        storage = torch.UntypedStorage._new_shared_cuda(*handle)
+        view = torch.empty(0, dtype=torch.uint8, device="cuda").set_(storage)
+        view[:1].zero_()
+        torch.cuda.synchronize()
+        del view, storage
+        torch.cuda.ipc_collect()
+        conn.send(time.perf_counter() - t0)
+
+
+def iteration(conn: Any, small: Any) -> dict[str, float]:
+    import torch
+
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def step(name: str) -> None:
+        nonlocal t0
+        now = time.perf_counter()
+        times[name] = now - t0
+        t0 = now
+
+    x = torch.empty(1 << 28, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    step("allocate")
+    handle = x.untyped_storage()._share_cuda_()
+    step("export")
+    conn.send(handle)
+    times["map"] = conn.recv()
+    t0 = time.perf_counter()
+    del x
+    torch.cuda.synchronize()
+    torch.cuda.ipc_collect()  # what the helper released
+    torch.cuda.empty_cache()
+    step("free")
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        for _ in range(8):
+            small.mul_(1.0001)
+    graph.replay()
+    torch.cuda.synchronize()
+    del graph
+    step("capture")
+    torch.cuda.mem_get_info()
+    step("mem_get_info")
+    small.add_(1.0)
+    torch.cuda.synchronize()
+    step("launch_sync")
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--procs", type=int, default=3)
+    args = parser.parse_args()
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    helper = ctx.Process(target=mapper, args=(child,), daemon=True)
+    helper.start()
+    import torch
+
+    small = torch.ones(1 << 16, device="cuda")
+    for _ in range(5):
+        iteration(parent, small)
+    phases: dict[str, list[dict[str, float]]] = {}
+    started: dict[str, int] = {}
+    for index, name in enumerate(("quiet", "contexts", "quiet", "contexts")):
+        label = f"{name}_{index // 2 + 1}"
+        rows: list[dict[str, float]] = []
+        children: list[subprocess.Popen[bytes]] = []
+        count = 0
+        until = time.monotonic() + args.seconds
+        while time.monotonic() < until:
+            if name == "contexts":
+                children = [c for c in children if c.poll() is None]
+                while len(children) < args.procs:
+                    children.append(subprocess.Popen([sys.executable, "-c", CHILD]))
+                    count += 1
+            rows.append(iteration(parent, small))
+        for process in children:
+            process.wait()
+        phases[label] = rows
+        started[label] = count
+    parent.send(None)
+    helper.join(10)
+
+    quiet = [row for label, rows in phases.items() if label.startswith("quiet") for row in rows]
+    base = {s: statistics.mean(row[s] for row in quiet) for s in STEPS}
+    base_total = sum(base.values())
+    report: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "procs": args.procs,
+                              "seconds": args.seconds, "phases": {}}
+    lines = [f"# The judge's driver calls beside other processes' contexts "
+             f"({torch.cuda.get_device_name(0)}, {args.procs} processes at a time)", "",
+             "| phase | started | iterations | step | median ms | p90 ms | mean ms | "
+             "mean vs quiet |", "|---|---|---|---|---|---|---|---|"]
+    for label, rows in phases.items():
+        entry: dict[str, Any] = {"started": started[label], "iterations": len(rows)}
+        for s in (*STEPS, "total"):
+            values = sorted(sum(r.values()) if s == "total" else r[s] for r in rows)
+            mean = statistics.mean(values)
+            quiet_mean = base_total if s == "total" else base[s]
+            p90 = values[min(len(values) - 1, int(0.9 * len(values)))]
+            entry[s] = {"median_ms": statistics.median(values) * 1e3, "p90_ms": p90 * 1e3,
+                        "mean_ms": mean * 1e3, "max_ms": values[-1] * 1e3,
+                        "mean_vs_quiet": mean / quiet_mean}
+            lines.append(f"| {label} | {started[label]} | {len(rows)} | {s} | "
+                         f"{statistics.median(values) * 1e3:.2f} | {p90 * 1e3:.2f} | "
+                         f"{mean * 1e3:.2f} | {mean / quiet_mean:.2f} |")
+        report["phases"][label] = entry
+    print("\n".join(lines))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
