@@ -877,12 +877,18 @@ PY2
   61)
     # Whether other processes' CUDA contexts (made by the evaluations started ahead, torn down
     # by those ending) slow the locked evaluation's driver calls (12-06i: setups of 0.2-0.9 s
-    # on a few evaluations, 0.005-0.05 s on most), then step 60.
+    # on a few evaluations, 0.005-0.05 s on most); then four audit exploits (the L2 one with
+    # its shift in its own kernel), then the service for what time is left.
     timeout 100 python3 bench/driver_contention_probe.py --out "$out/driver/probe.json" 2>&1 \
       | tail -40
-    service_then_exploits "${SERVICE_DEADLINE_S:-60}" "${REDTEAM_DEADLINE_S:-80}" \
-      nan_in_a_sliver_when_timed off_by_most_of_the_bound_when_timed skip_a_sliver_when_timed \
-      wrong_in_the_last_element
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 80 \
+      --exploits off_by_most_of_the_bound_when_timed nan_in_a_sliver_when_timed \
+      skip_a_sliver_when_timed wrong_in_the_last_element 2>&1 \
+      | grep --line-buffered "redteam\|INCOMPLETE"
+    AKA_KERNEL_CACHE="/tmp/kernel-store-$step" python3 bench/service_bench.py \
+      --out "$out/service" --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 --single 0 \
+      --warm-pass --deadline-s "${SERVICE_DEADLINE_S:-60}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,32p
     ;;
   *) echo "step 1 to 61" >&2; exit 2 ;;
 esac
