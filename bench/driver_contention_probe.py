@@ -27,7 +27,6 @@ Usage:  python bench/driver_contention_probe.py [--seconds 10] [--procs 3] [--ou
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import statistics
 import subprocess
@@ -35,6 +34,10 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from startup_interference_probe import emit, keep_starting
 
 CHILD = ("import torch; torch.cuda.init(); torch.cuda.mem_get_info(); s = torch.cuda.Stream(); "
          "x = torch.empty(1 << 28, dtype=torch.uint8, device='cuda'); torch.cuda.synchronize()")
@@ -129,10 +132,8 @@ def main() -> int:
         until = time.monotonic() + args.seconds
         while time.monotonic() < until:
             if name == "contexts":
-                children = [c for c in children if c.poll() is None]
-                while len(children) < args.procs:
-                    children.append(subprocess.Popen([sys.executable, "-c", CHILD]))
-                    count += 1
+                children, started_now = keep_starting(children, args.procs, CHILD)
+                count += started_now
             rows.append(iteration(parent, small))
         for process in children:
             process.wait()
@@ -164,10 +165,7 @@ def main() -> int:
                          f"{statistics.median(values) * 1e3:.2f} | {p90 * 1e3:.2f} | "
                          f"{mean * 1e3:.2f} | {mean / quiet_mean:.2f} |")
         report["phases"][label] = entry
-    print("\n".join(lines))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=1))
+    emit(lines, report, args.out)
     return 0
 
 

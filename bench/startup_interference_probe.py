@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 CHILD = {
     "contexts": "import torch; torch.cuda.init(); torch.cuda.mem_get_info(); torch.cuda.Stream()",
@@ -74,10 +75,8 @@ def main() -> int:
         until = time.monotonic() + args.seconds
         while time.monotonic() < until:
             if name in CHILD:
-                children = [c for c in children if c.poll() is None]
-                while len(children) < args.procs:
-                    children.append(subprocess.Popen([sys.executable, "-c", CHILD[name]]))
-                    count += 1
+                children, started_now = keep_starting(children, args.procs, CHILD[name])
+                count += started_now
             times.append(block())
         for child in children:
             child.wait()
@@ -99,11 +98,26 @@ def main() -> int:
                                   "max_ratio": max(times) / base}
         lines.append(f"| {name} | {started[name]} | {len(times)} | {med:.4f} | {med / base:.4f} | "
                      f"{over3} | {over10} | {max(times) / base:.3f} |")
-    print("\n".join(lines))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=1))
+    emit(lines, report, args.out)
     return 0
+
+
+def keep_starting(children: list[subprocess.Popen[bytes]], procs: int, code: str
+                  ) -> tuple[list[subprocess.Popen[bytes]], int]:
+    """``children`` still running, topped up to ``procs`` new Python processes running
+    ``code``; and how many were started."""
+    running = [c for c in children if c.poll() is None]
+    started = procs - len(running)
+    running += [subprocess.Popen([sys.executable, "-c", code]) for _ in range(started)]
+    return running, started
+
+
+def emit(lines: list[str], report: dict[str, Any], out: Path | None) -> None:
+    """The table printed, the report written to ``out`` (if given)."""
+    print("\n".join(lines))
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
