@@ -3,16 +3,18 @@
 The reward service starts each slot's next evaluation (a judge and two runners: PyTorch
 imported, a CUDA context made) and ends the last one's processes (their contexts torn down)
 while another evaluation holds the GPU lock. Through the service (bench/results/h100-2026-12-06i/)
-the locked evaluation's steps that are mostly driver calls (slots allocated, exported and mapped,
-memory given back, graphs captured) took 0.005-0.05 s on most evaluations and 0.2-0.9 s on a few,
-which adds some 0.1-0.3 s to the mean GPU-locked time. This probe asks whether other processes'
-contexts explain it, in one process and a helper, no judge. Each iteration times, in order:
+the locked evaluation's slot set-ups took 0.005-0.05 s on most evaluations and 0.2-0.9 s on a
+few, nearly all of it in the runners' ``torch.cuda.empty_cache()`` (``cudaFree``) and in graph
+captures: some 0.1-0.3 s of the mean GPU-locked time. This probe asks whether other processes'
+contexts explain it, in one process and a helper, no judge. Each iteration times what a slot
+set-up does, with the judge's own code (``cuda_ipc``):
 
-* ``allocate``: 256 MiB from the driver (the caching allocator emptied first) and a sync;
-* ``export``: its IPC handle (a runner's slot export);
-* ``map``: the helper process opens the handle, touches the memory and closes it (the judge's
-  mapping of a runner's slot); the helper's own seconds;
-* ``free``: the memory freed and the allocator's cache emptied (``cudaFree``);
+* ``empty_cache``: 256 MiB PyTorch had cached given back to the driver;
+* ``allocate``: a 256 MiB ``cuda_ipc.Arena`` (``cuMemCreate`` and map), its first bytes zeroed;
+* ``export``: its file descriptor (``export_fd``);
+* ``map``: the helper imports it (``ImportedArena``, sent on a Unix socket as the runners send
+  theirs), touches it and closes it; the helper's own seconds;
+* ``release``: the arena unmapped and released;
 * ``capture``: a CUDA graph of 8 small kernels captured, instantiated and replayed once;
 * ``mem_get_info`` and ``launch_sync`` (one small kernel and a sync).
 
@@ -27,8 +29,10 @@ Usage:  python bench/driver_contention_probe.py [--seconds 10] [--procs 3] [--ou
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
+import os
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -41,33 +45,40 @@ from startup_interference_probe import emit, keep_starting
 
 CHILD = ("import torch; torch.cuda.init(); torch.cuda.mem_get_info(); s = torch.cuda.Stream(); "
          "x = torch.empty(1 << 28, dtype=torch.uint8, device='cuda'); torch.cuda.synchronize()")
-STEPS = ("allocate", "export", "map", "free", "capture", "mem_get_info", "launch_sync")
+STEPS = ("empty_cache", "allocate", "export", "map", "release", "capture", "mem_get_info",
+         "launch_sync")
+NBYTES = 1 << 28
 
 
-def mapper(conn: Any) -> None:
-    """The helper: opens each handle it is sent, touches the memory, closes it; replies with
-    its own seconds."""
+def helper(fd: int) -> int:
+    """Imports each arena it is sent, touches it, closes it; replies with its own seconds."""
     import torch
 
+    from aka_core.evaluation import cuda_ipc
+
+    sock = socket.socket(fileno=fd)
     torch.cuda.init()
     torch.cuda.mem_get_info()
     while True:
-        handle = conn.recv()
-        if handle is None:
-            return
+        message, fds, _, _ = socket.recv_fds(sock, 64, 1)
+        if not fds:
+            return 0
         t0 = time.perf_counter()
-        storage = torch.UntypedStorage._new_shared_cuda(*handle)
-        view = torch.empty(0, dtype=torch.uint8, device="cuda").set_(storage)
-        view[:1].zero_()
+        arena = cuda_ipc.ImportedArena(fds[0], struct.unpack("Q", message)[0])
+        os.close(fds[0])
+        arena.bytes[:256].zero_()
         torch.cuda.synchronize()
-        del view, storage
-        torch.cuda.ipc_collect()
-        conn.send(time.perf_counter() - t0)
+        arena.close()
+        sock.sendall(struct.pack("d", time.perf_counter() - t0))
 
 
-def iteration(conn: Any, small: Any) -> dict[str, float]:
+def iteration(sock: socket.socket, small: Any) -> dict[str, float]:
     import torch
 
+    from aka_core.evaluation import cuda_ipc
+
+    cached = torch.empty(NBYTES, dtype=torch.uint8, device="cuda")
+    del cached  # cached by PyTorch's allocator, as a capture's pool or a check's outputs are
     times: dict[str, float] = {}
     t0 = time.perf_counter()
 
@@ -77,19 +88,20 @@ def iteration(conn: Any, small: Any) -> dict[str, float]:
         times[name] = now - t0
         t0 = now
 
-    x = torch.empty(1 << 28, dtype=torch.uint8, device="cuda")
+    torch.cuda.empty_cache()
+    step("empty_cache")
+    arena = cuda_ipc.Arena(NBYTES)
+    arena.bytes[:256].zero_()
     torch.cuda.synchronize()
     step("allocate")
-    handle = x.untyped_storage()._share_cuda_()
+    fd = arena.export_fd()
     step("export")
-    conn.send(handle)
-    times["map"] = conn.recv()
+    socket.send_fds(sock, [struct.pack("Q", arena.nbytes)], [fd])
+    os.close(fd)
+    times["map"] = struct.unpack("d", sock.recv(8))[0]
     t0 = time.perf_counter()
-    del x
-    torch.cuda.synchronize()
-    torch.cuda.ipc_collect()  # what the helper released
-    torch.cuda.empty_cache()
-    step("free")
+    arena.close()
+    step("release")
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
@@ -112,16 +124,19 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--procs", type=int, default=3)
+    parser.add_argument("--helper", type=int, help=argparse.SUPPRESS)  # the helper's socket
     args = parser.parse_args()
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe()
-    helper = ctx.Process(target=mapper, args=(child,), daemon=True)
-    helper.start()
+    if args.helper is not None:
+        return helper(args.helper)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    helper_proc = subprocess.Popen([sys.executable, __file__, "--helper", str(theirs.fileno())],
+                                   pass_fds=[theirs.fileno()])
+    theirs.close()
     import torch
 
     small = torch.ones(1 << 16, device="cuda")
     for _ in range(5):
-        iteration(parent, small)
+        iteration(ours, small)
     phases: dict[str, list[dict[str, float]]] = {}
     started: dict[str, int] = {}
     for index, name in enumerate(("quiet", "contexts", "quiet", "contexts")):
@@ -134,13 +149,14 @@ def main() -> int:
             if name == "contexts":
                 children, started_now = keep_starting(children, args.procs, CHILD)
                 count += started_now
-            rows.append(iteration(parent, small))
+            rows.append(iteration(ours, small))
         for process in children:
             process.wait()
         phases[label] = rows
         started[label] = count
-    parent.send(None)
-    helper.join(10)
+    socket.send_fds(ours, [b"end"], [])
+    ours.close()
+    helper_proc.wait(10)
 
     quiet = [row for label, rows in phases.items() if label.startswith("quiet") for row in rows]
     base = {s: statistics.mean(row[s] for row in quiet) for s in STEPS}
