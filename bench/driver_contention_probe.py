@@ -18,12 +18,13 @@ set-up does, with the judge's own code (``cuda_ipc``):
 * ``capture``: a CUDA graph of 8 small kernels captured, instantiated and replayed once;
 * ``mem_get_info`` and ``launch_sync`` (one small kernel and a sync).
 
-Phases alternate (``quiet``, ``contexts``, twice): in ``contexts``, ``--procs`` processes at a
-time, one after another, each importing PyTorch, making its CUDA context, a stream and 256 MiB,
-then exiting (a runner started ahead, then one ending). Per phase and step: the median, the 90th
-percentile and the mean in ms, and the mean against the quiet phases'.
+Phases alternate (``quiet``, ``imports``, ``contexts``, twice): in ``contexts``, ``--procs``
+processes at a time, one after another, each importing PyTorch, making its CUDA context, a stream
+and 256 MiB, then exiting (a runner started ahead, then one ending); in ``imports``, the same
+processes import PyTorch only (the CPU load without the driver). Per phase and step: the median,
+the 90th percentile and the mean in ms, and the mean against the quiet phases'.
 
-Usage:  python bench/driver_contention_probe.py [--seconds 10] [--procs 3] [--out FILE]
+Usage:  python bench/driver_contention_probe.py [--seconds 8] [--procs 3] [--out FILE]
 """
 
 from __future__ import annotations
@@ -43,8 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from startup_interference_probe import emit, keep_starting
 
-CHILD = ("import torch; torch.cuda.init(); torch.cuda.mem_get_info(); s = torch.cuda.Stream(); "
-         "x = torch.empty(1 << 28, dtype=torch.uint8, device='cuda'); torch.cuda.synchronize()")
+# What each phase's processes do (none in "quiet"): "imports" loads the CPU as a start-up does
+# and makes no context, so that a slower driver call there is the host's CPUs, not the driver.
+CHILD = {"imports": "import torch",
+         "contexts": ("import torch; torch.cuda.init(); torch.cuda.mem_get_info(); "
+                      "s = torch.cuda.Stream(); x = torch.empty(1 << 28, dtype=torch.uint8, "
+                      "device='cuda'); torch.cuda.synchronize()")}
+PHASES = ("quiet", "imports", "contexts", "quiet", "imports", "contexts")
 STEPS = ("empty_cache", "allocate", "export", "map", "release", "capture", "mem_get_info",
          "launch_sync")
 NBYTES = 1 << 28
@@ -122,7 +128,7 @@ def iteration(sock: socket.socket, small: Any) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--procs", type=int, default=3)
     parser.add_argument("--helper", type=int, help=argparse.SUPPRESS)  # the helper's socket
     args = parser.parse_args()
@@ -139,15 +145,15 @@ def main() -> int:
         iteration(ours, small)
     phases: dict[str, list[dict[str, float]]] = {}
     started: dict[str, int] = {}
-    for index, name in enumerate(("quiet", "contexts", "quiet", "contexts")):
-        label = f"{name}_{index // 2 + 1}"
+    for index, name in enumerate(PHASES):
+        label = f"{name}_{index // 3 + 1}"
         rows: list[dict[str, float]] = []
         children: list[subprocess.Popen[bytes]] = []
         count = 0
         until = time.monotonic() + args.seconds
         while time.monotonic() < until:
-            if name == "contexts":
-                children, started_now = keep_starting(children, args.procs, CHILD)
+            if name in CHILD:
+                children, started_now = keep_starting(children, args.procs, CHILD[name])
                 count += started_now
             rows.append(iteration(ours, small))
         for process in children:

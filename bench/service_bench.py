@@ -277,7 +277,8 @@ def main() -> int:
     locked = [sum(float((r.get("phases") or {}).get(n) or 0.0)
                   for n in ("compile", "correctness", "timing")) for r in results]
     if locked and wall > 0:  # the GPU-exclusive part, and how much of the window it filled
-        lines.append(f"GPU-locked seconds per evaluation {statistics.mean(locked):.2f}: the lock "
+        lines.append(f"GPU-locked seconds per evaluation {statistics.mean(locked):.2f} (median "
+                     f"{statistics.median(locked):.2f}, most {max(locked):.2f}): the lock "
                      f"held {sum(locked) / (wall * max(1, gpus)):.0%} of the window")
     if "warm_pass" in report:
         lines.append(f"warm pass (not counted): {report['warm_pass']['evaluations']} evaluations "
@@ -350,6 +351,15 @@ def main() -> int:
         lines.append("mean round-trip seconds per evaluation, by runner operation: " + ", ".join(
             f"{k} {statistics.mean(v):.3f}" for k, v in sorted(
                 ops.items(), key=lambda kv: -statistics.mean(kv[1]))[:14]))
+    driver = [driver_steps(r.get("runner_ops") or {}) for r in results if r.get("runner_ops")]
+    if driver:  # mostly driver calls: a mean far above its median is a few evaluations stalled
+        names = sorted({n for d in driver for n in d}, key=lambda n: -sum(
+            d.get(n, 0.0) for d in driver))
+        lines.append("the runners' set-up and capture steps, seconds per evaluation (mean / "
+                     "median): " + ", ".join(
+                         f"{n} {statistics.mean(d.get(n, 0.0) for d in driver):.3f} / "
+                         f"{statistics.median(d.get(n, 0.0) for d in driver):.3f}"
+                         for n in names[:8]))
     quick = [r["quick_compare"] for r in results if r.get("quick_compare")]
     if quick:  # which quick passes ran as one kernel, and why the kernel failed where it did
         errors = sorted({q["fused_error"] for q in quick if q.get("fused_error")})
@@ -382,6 +392,17 @@ def main() -> int:
     (args.out / "bench.json").write_text(json.dumps(report, indent=1, default=str))
     print(table)
     return 0
+
+
+def driver_steps(runner_ops: dict[str, Any]) -> dict[str, float]:
+    """One evaluation's seconds in its runners' slot set-ups and captures, by step, both sides
+    summed (``setup.empty_cache``, ``capture.capture``, ...)."""
+    steps: dict[str, float] = {}
+    for side_ops in runner_ops.values():
+        for op in ("setup", "capture"):
+            for name, seconds in ((side_ops.get(op) or {}).get("steps_s") or {}).items():
+                steps[f"{op}.{name}"] = steps.get(f"{op}.{name}", 0.0) + float(seconds)
+    return steps
 
 
 def score_table(tasks: list[str], results: list[dict[str, Any]],
