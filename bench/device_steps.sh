@@ -880,7 +880,7 @@ PY2
     # on a few evaluations, 0.005-0.05 s on most); then four audit exploits (the L2 one with
     # its shift in its own kernel), then the service for what time is left.
     timeout 100 python3 bench/driver_contention_probe.py --out "$out/driver/probe.json" 2>&1 \
-      | tail -60
+      | tail -80
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 80 \
       --exploits off_by_most_of_the_bound_when_timed nan_in_a_sliver_when_timed \
       skip_a_sliver_when_timed wrong_in_the_last_element 2>&1 \

@@ -18,13 +18,15 @@ set-up does, with the judge's own code (``cuda_ipc``):
 * ``capture``: a CUDA graph of 8 small kernels captured, instantiated and replayed once;
 * ``mem_get_info`` and ``launch_sync`` (one small kernel and a sync).
 
-Phases alternate (``quiet``, ``imports``, ``contexts``, twice): in ``contexts``, ``--procs``
-processes at a time, one after another, each importing PyTorch, making its CUDA context, a stream
-and 256 MiB, then exiting (a runner started ahead, then one ending); in ``imports``, the same
-processes import PyTorch only (the CPU load without the driver). Per phase and step: the median,
-the 90th percentile and the mean in ms, and the mean against the quiet phases'.
+Phases alternate (``quiet``, ``imports``, ``contexts``, ``pinned``, twice): in ``contexts``,
+``--procs`` processes at a time, one after another, each importing PyTorch, making its CUDA
+context, a stream and 256 MiB, then exiting (a runner started ahead, then one ending); in
+``imports``, the same processes import PyTorch only (the CPU load without the driver); in
+``pinned``, ``contexts`` with this process and the helper on four cores of their own and the
+children kept off them (what is left is the driver's). Per phase and step: the median, the 90th
+percentile and the mean in ms, and the mean against the quiet phases'.
 
-Usage:  python bench/driver_contention_probe.py [--seconds 8] [--procs 3] [--out FILE]
+Usage:  python bench/driver_contention_probe.py [--seconds 7] [--procs 3] [--out FILE]
 """
 
 from __future__ import annotations
@@ -50,7 +52,28 @@ CHILD = {"imports": "import torch",
          "contexts": ("import torch; torch.cuda.init(); torch.cuda.mem_get_info(); "
                       "s = torch.cuda.Stream(); x = torch.empty(1 << 28, dtype=torch.uint8, "
                       "device='cuda'); torch.cuda.synchronize()")}
-PHASES = ("quiet", "imports", "contexts", "quiet", "imports", "contexts")
+# "pinned": "contexts" with this process and the helper on cores of their own (``RESERVED``) and
+# the children on the others, as the evaluation holding the GPU could keep itself: what is left
+# of the slowdown there is the driver's, not the CPUs'.
+CHILD["pinned"] = CHILD["contexts"]
+RESERVED = 4
+CORES = sorted(os.sched_getaffinity(0))  # the cores this probe may use, before any pinning
+# Pinning needs cores left for the children beyond the reserved ones.
+PHASES = ("quiet", "imports", "contexts",
+          *(("pinned",) if len(CORES) >= 2 * RESERVED else ())) * 2
+
+
+def pin(pids: list[int], pinned: bool) -> None:
+    """``pids`` on the first ``RESERVED`` cores, or back on all of them."""
+    for pid in pids:
+        os.sched_setaffinity(pid, CORES[:RESERVED] if pinned else CORES)
+
+
+def child_code(name: str) -> str:
+    """A phase's child: in "pinned", kept off the reserved cores."""
+    if name != "pinned":
+        return CHILD[name]
+    return f"import os; os.sched_setaffinity(0, {CORES[RESERVED:]}); " + CHILD[name]
 STEPS = ("empty_cache", "allocate", "export", "map", "release", "capture", "mem_get_info",
          "launch_sync")
 NBYTES = 1 << 28
@@ -128,7 +151,7 @@ def iteration(sock: socket.socket, small: Any) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--seconds", type=float, default=7.0)
     parser.add_argument("--procs", type=int, default=3)
     parser.add_argument("--helper", type=int, help=argparse.SUPPRESS)  # the helper's socket
     args = parser.parse_args()
@@ -146,14 +169,15 @@ def main() -> int:
     phases: dict[str, list[dict[str, float]]] = {}
     started: dict[str, int] = {}
     for index, name in enumerate(PHASES):
-        label = f"{name}_{index // 3 + 1}"
+        label = f"{name}_{index // (len(PHASES) // 2) + 1}"
+        pin([0, helper_proc.pid], name == "pinned")
         rows: list[dict[str, float]] = []
         children: list[subprocess.Popen[bytes]] = []
         count = 0
         until = time.monotonic() + args.seconds
         while time.monotonic() < until:
             if name in CHILD:
-                children, started_now = keep_starting(children, args.procs, CHILD[name])
+                children, started_now = keep_starting(children, args.procs, child_code(name))
                 count += started_now
             rows.append(iteration(ours, small))
         for process in children:
