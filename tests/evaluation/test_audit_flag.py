@@ -23,6 +23,7 @@ SCRIPT = textwrap.dedent('''
     import torch
     from aka_core.evaluation import checking, fused_compare
     from aka_core.models import Tolerance
+    from tests.evaluation.comparison_cases import pairs
 
     SLACK = 1.0 - checking.QUICK_MARGIN
     BLOCK = fused_compare.FLAG_BLOCK
@@ -43,27 +44,9 @@ SCRIPT = textwrap.dedent('''
         for out_dtype in kinds:
             for ref_dtype in dict.fromkeys([out_dtype, torch.float32, torch.float64]):
                 for tname, tol in tols.items():
-                    ref = torch.randn(n, generator=gen).to(ref_dtype)
-                    out = (ref.double() + 1e-4 * torch.randn(n, generator=gen, dtype=torch.float64)
-                           ).to(out_dtype)
                     tag = f"{n} {out_dtype} {ref_dtype} {tname}"
-                    case(f"close {tag}", out, ref, tol)
-                    far = out.clone()
-                    far[n // 2] = far[n // 2].double() + 1.0
-                    case(f"one far {tag}", far, ref, tol)
-                    if n > 2:
-                        for where, o_val, r_val in (
-                                ("nan out", float("nan"), None), ("nan ref", None, float("nan")),
-                                ("nan both", float("nan"), float("nan")),
-                                ("inf out", float("inf"), None),
-                                ("inf both", float("inf"), float("inf")),
-                                ("inf signs", float("-inf"), float("inf"))):
-                            o, r = out.clone(), ref.clone()
-                            if o_val is not None:
-                                o[n - 1] = o_val
-                            if r_val is not None:
-                                r[n - 1] = r_val
-                            case(f"{where} {tag}", o, r, tol)
+                    for name, out, ref in pairs(gen, n, out_dtype, ref_dtype, 1e-4):
+                        case(f"{name} {tag}", out, ref, tol)
 
     # At the bound (atol + rtol*|ref|): clearly inside, inside but within the margin, outside.
     tol = tols["elementwise"]

@@ -22,6 +22,7 @@ SCRIPT = textwrap.dedent('''
     import torch
     from aka_core.evaluation import checking, fused_compare
     from aka_core.models import Tolerance
+    from tests.evaluation.comparison_cases import pairs
 
     BLOCK = fused_compare.BLOCK
     gen = torch.Generator().manual_seed(5)
@@ -40,26 +41,9 @@ SCRIPT = textwrap.dedent('''
         for out_dtype in kinds:
             # float64 references (half the corpus') are compared in float64 arithmetic.
             for ref_dtype in dict.fromkeys([out_dtype, torch.float32, torch.float64]):
-                ref = torch.randn(n, generator=gen).to(ref_dtype)
-                noise = 1e-3 * torch.randn(n, generator=gen)
-                out = (ref.float() + noise).to(out_dtype)
                 tag = f"{n} {out_dtype} {ref_dtype}"
-                case(f"close {tag}", out, ref, tol)
-                far = out.clone()
-                far[n // 2] = far[n // 2].float() + 1.0
-                case(f"one far {tag}", far, ref, tol)
-                if n > 2:
-                    for where, o_val, r_val in (
-                            ("nan out", float("nan"), None), ("nan ref", None, float("nan")),
-                            ("nan both", float("nan"), float("nan")),
-                            ("inf out", float("inf"), None), ("inf both", float("inf"), float("inf")),
-                            ("inf signs", float("-inf"), float("inf"))):
-                        o, r = out.clone(), ref.clone()
-                        if o_val is not None:
-                            o[n - 1] = o_val
-                        if r_val is not None:
-                            r[n - 1] = r_val
-                        case(f"{where} {tag}", o, r, tol)
+                for name, out, ref in pairs(gen, n, out_dtype, ref_dtype, 1e-3):
+                    case(f"{name} {tag}", out, ref, tol)
 
     # At the bound: errors just inside and just outside (atol + rtol*|ref|) * slack.
     ref = torch.linspace(-4, 4, 3 * BLOCK + 5)
