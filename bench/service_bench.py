@@ -126,7 +126,8 @@ async def through_service(url: str, tasks: list[str], repeats: int, in_flight: i
                             "steps_s"),
                         # How the timing was taken: the flush, the lock's wait, clocks and heat.
                         "measured_how": {k: (evaluation.get("performance") or {}).get(k)
-                                         for k in ("flush", "gpu_lock_wait_s", "gpu_state")},
+                                         for k in ("flush", "gpu_lock_wait_s", "gpu_state",
+                                                 "holder_cpus")},
                         "runner_ops": ((evaluation.get("diagnostics") or {}).get("runner_ops")
                                        or {}),
                         # The correctness checks' quick passes: one kernel, or PyTorch's.
@@ -214,6 +215,8 @@ def main() -> int:
                         "after the last one ends: a shorter gap may find it still starting)")
     parser.add_argument("--deadline-s", type=float,
                         help="stop the service part after this long; the rate counts what ended")
+    parser.add_argument("--holder-cpus", type=int, default=None,
+                        help="aka serve's --holder-cpus (default: the service's own default)")
     parser.add_argument("--prestart", action=argparse.BooleanOptionalAction, default=True,
                         help="the service keeps each slot's next evaluation started")
     args = parser.parse_args()
@@ -237,7 +240,9 @@ def main() -> int:
                                     str(ROOT / "tasks"), "--state", str(state), "--port", "0",
                                     "--per-gpu", str(args.per_gpu),
                                     "--max-queue", str(4 * args.in_flight),
-                                    "--prestart" if args.prestart else "--no-prestart"])
+                                    "--prestart" if args.prestart else "--no-prestart",
+                                    *([] if args.holder_cpus is None
+                                      else ["--holder-cpus", str(args.holder_cpus)])])
         try:
             while not (state / "service.json").is_file():
                 if service.poll() is not None:
@@ -360,6 +365,11 @@ def main() -> int:
                          f"{n} {statistics.mean(d.get(n, 0.0) for d in driver):.3f} / "
                          f"{statistics.median(d.get(n, 0.0) for d in driver):.3f}"
                          for n in names[:8]))
+    held = [(r.get("measured_how") or {}).get("holder_cpus") for r in results]
+    moved = [h for h in held if h]
+    lines.append(f"holder CPUs: {moved[0]['cpus']} in {len(moved)} of {len(held)} evaluations, "
+                 f"{sum(h.get('threads_refused', 0) for h in moved)} threads refused to move"
+                 if moved else "holder CPUs: none kept")
     quick = [r["quick_compare"] for r in results if r.get("quick_compare")]
     if quick:  # which quick passes ran as one kernel, and why the kernel failed where it did
         errors = sorted({q["fused_error"] for q in quick if q.get("fused_error")})

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from aka_core.errors import BuildError
-from aka_core.evaluation import checking, protocol
+from aka_core.evaluation import checking, holder_cpus, protocol
 from aka_core.evaluation.arena import (  # noqa: F401 (re-exported: the arena's home was here)
     ALIGN,
     CTRL_BYTES,
@@ -105,6 +105,7 @@ class Judge:
         # checked against first in the correctness phase (made once).
         self.first_check: tuple[str, dict[str, Any], list[Any]] | None = None
         self.sides_quiet = False  # set once the timing ended normally (see ``close``)
+        self.holding: holder_cpus.Holding | None = None
 
     # ------------------------------------------------------------------ phases
     def phase(self, name: str) -> None:
@@ -149,6 +150,9 @@ class Judge:
             # import (or left running) could otherwise slow another evaluation's blocks.
             self.phase("gpu_wait")
             self._gpu_lock = acquire_gpu_lock()
+            # Its processes onto the CPUs the service keeps for this GPU's holder, away from the
+            # evaluations starting meanwhile (``holder_cpus``).
+            self.holding = holder_cpus.hold()
         for runner in self.runners.values():
             runner.send(op="load")
         self.phase("compile")
@@ -894,6 +898,8 @@ class Judge:
     def release_gpu_lock(self) -> None:
         lock = getattr(self, "_gpu_lock", None)
         if lock is not None:
+            if self.holding is not None:  # the next holder finds its CPUs idle
+                self.holding.let_go()
             lock.close()
             self._gpu_lock = None
 

@@ -335,6 +335,9 @@ class Performance(OpenRecord):
     flush: str | None = None
     """How the L2 cache was flushed before each block."""
     gpu_lock_wait_s: Number | None = None
+    holder_cpus: dict[str, Any] | None = None
+    """The CPUs the judge moved its processes onto while it held the GPU (``cpus``, a CPU list)
+    and how many threads moved (``threads_moved``, ``threads_refused``): ``holder_cpus``."""
     gpu_state: GpuStates | None = None
     judge_block_steps_s: dict[str, Number] | None = None
     """The judge's own seconds per step of its blocks (diagnostics)."""

@@ -1173,6 +1173,8 @@ def measure(judge: Judge) -> None:
                      "each block's inputs are copied, before its window: L2 clean, nothing of "
                      "the block cached")
     perf["gpu_lock_wait_s"] = judge.result["phases"].get("gpu_wait")
+    if judge.holding is not None:
+        perf["holder_cpus"] = judge.holding.record()
     timers = []
     aside = SetAside.on_this_gpu()
     # The audits' flag kernel checked on this GPU (a few launches, one wait): PyTorch's flags

@@ -26,9 +26,11 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 
+from aka_core.evaluation import holder_cpus
 from aka_core.evaluation.evaluate import die_with_parent
 from aka_core.service import outcome
 from aka_core.service.store import Request, RequestStore
@@ -42,14 +44,41 @@ class Slot:
     name: str
     env: dict[str, str] = attrs.Factory(dict)
     device: str = "auto"
+    cpus: frozenset[int] | None = None
+    """The CPUs its evaluations start on (None: the service's own)."""
 
 
-def make_slots(*, gpus: list[int] | None, per_gpu: int, cpu_workers: int) -> list[Slot]:
-    """``per_gpu`` slots on each GPU of ``gpus``; ``cpu_workers`` CPU slots when there are none."""
+def make_slots(*, gpus: list[int] | None, per_gpu: int, cpu_workers: int,
+               cpu_plan: holder_cpus.CpuPlan | None = None) -> list[Slot]:
+    """``per_gpu`` slots on each GPU of ``gpus``; ``cpu_workers`` CPU slots when there are none.
+    With ``cpu_plan`` every GPU slot's evaluations start on its waiting CPUs and hold the GPU on
+    their GPU's holder CPUs (``holder_cpus``)."""
     if gpus:
-        return [Slot(f"gpu:{g}#{k}", {"CUDA_VISIBLE_DEVICES": str(g)}, "cuda")
-                for g in gpus for k in range(per_gpu)]
+        slots = []
+        for g in gpus:
+            env = {"CUDA_VISIBLE_DEVICES": str(g)}
+            if cpu_plan is not None:
+                env[holder_cpus.ENV] = holder_cpus.format_list(cpu_plan.holders[g])
+            slots += [Slot(f"gpu:{g}#{k}", env, "cuda",
+                           cpu_plan.waiting if cpu_plan is not None else None)
+                      for k in range(per_gpu)]
+        return slots
     return [Slot(f"cpu#{k}", {"CUDA_VISIBLE_DEVICES": ""}, "cpu") for k in range(cpu_workers)]
+
+
+def _preexec(slot: Slot) -> Any:
+    """Die with the service; start on the slot's CPUs."""
+    die = die_with_parent(os.getpid())
+    cpus = slot.cpus
+
+    def preexec() -> None:
+        if die is not None:
+            die()
+        if cpus is not None:
+            with contextlib.suppress(OSError):  # a CPU taken offline since: the service's CPUs
+                os.sched_setaffinity(0, cpus)
+
+    return preexec
 
 
 class Scheduler:
@@ -165,7 +194,7 @@ class Scheduler:
             proc = await asyncio.create_subprocess_exec(
                 self.python, "-m", "aka_core.service.job", "--warm", json.dumps(profile.to_json()),
                 stdin=asyncio.subprocess.PIPE, stdout=log, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True, env=env, preexec_fn=die_with_parent(os.getpid()))
+                start_new_session=True, env=env, preexec_fn=_preexec(slot))
         self.standby[slot.name] = (proc, log_path)
 
     async def _take_standby(self, slot: Slot, spec_path: Path
@@ -234,7 +263,7 @@ class Scheduler:
                 proc = await asyncio.create_subprocess_exec(
                     self.python, "-m", "aka_core.service.job", str(spec_path),
                     stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
-                    start_new_session=True, env=env, preexec_fn=die_with_parent(os.getpid()))
+                    start_new_session=True, env=env, preexec_fn=_preexec(slot))
         self.running[request.id] = proc
         # Under load (requests waiting) the slot's next evaluation starts now, while this one
         # runs: it has to be ready when this one ends. With none waiting it starts once this one

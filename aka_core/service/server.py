@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from aka_core.errors import UsageError
+from aka_core.evaluation import holder_cpus
 
 if TYPE_CHECKING:  # asyncio is imported where the service runs: a client's ``read_url`` needs none
     import asyncio
@@ -42,6 +43,9 @@ class ServeOptions:
     """Terminal requests are forgotten this long after they ended (None: kept for ever)."""
     prestart: bool | None = None
     """Keep each slot's next evaluation started and waiting (None: on GPU slots only)."""
+    holder_cpus: int | None = None
+    """CPUs per GPU kept for the evaluation holding it (``holder_cpus.plan``; None: four where
+    the host has enough, 0: none kept)."""
 
 
 def require_dependencies() -> None:
@@ -98,8 +102,13 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
     spool = options.state / "spool"
     spool.mkdir(parents=True, exist_ok=True)
     store = RequestStore(options.state / "queue.db", max_attempts=options.max_attempts)
+    try:
+        cpu_plan = holder_cpus.plan(list(options.gpus), per_gpu=options.holder_cpus)
+    except ValueError as exc:
+        raise UsageError(f"--holder-cpus {options.holder_cpus}: {exc} (choose fewer, or 0)"
+                         ) from None
     slots = make_slots(gpus=list(options.gpus), per_gpu=options.per_gpu,
-                       cpu_workers=options.cpu_workers)
+                       cpu_workers=options.cpu_workers, cpu_plan=cpu_plan)
     prestart = options.prestart if options.prestart is not None else bool(options.gpus)
     scheduler = Scheduler(store, slots, spool, evaluator=options.evaluator,
                           evaluation_seconds=options.evaluation_seconds,
@@ -116,8 +125,11 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
     pruner = (asyncio.create_task(_prune(store, options.keep_days * 86400))
               if options.keep_days else None)
     descriptor = options.state / "service.json"
-    descriptor.write_text(json.dumps({"url": url, "pid": os.getpid(),
-                                      "slots": [s.name for s in slots]}))
+    descriptor.write_text(json.dumps({
+        "url": url, "pid": os.getpid(), "slots": [s.name for s in slots],
+        "holder_cpus": ({str(g): holder_cpus.format_list(c) for g, c in cpu_plan.holders.items()}
+                        if cpu_plan is not None else None),
+        "waiting_cpus": holder_cpus.format_list(cpu_plan.waiting) if cpu_plan else None}))
     print(f"aka serve: {url} ({len(slots)} slots: {', '.join(s.name for s in slots)}; "
           f"queue {options.state / 'queue.db'})", flush=True)
     if ready is not None:
