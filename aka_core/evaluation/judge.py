@@ -898,8 +898,9 @@ class Judge:
     def release_gpu_lock(self) -> None:
         lock = getattr(self, "_gpu_lock", None)
         if lock is not None:
-            if self.holding is not None:  # the next holder finds its CPUs idle
-                self.holding.let_go()
+            holding = getattr(self, "holding", None)
+            if holding is not None:  # the next holder finds its CPUs idle
+                holding.let_go()
             lock.close()
             self._gpu_lock = None
 

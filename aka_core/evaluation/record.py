@@ -335,9 +335,7 @@ class Performance(OpenRecord):
     flush: str | None = None
     """How the L2 cache was flushed before each block."""
     gpu_lock_wait_s: Number | None = None
-    holder_cpus: dict[str, Any] | None = None
-    """The CPUs the judge moved its processes onto while it held the GPU (``cpus``, a CPU list)
-    and how many threads moved (``threads_moved``, ``threads_refused``): ``holder_cpus``."""
+    holder_cpus: HolderCpus | None = None
     gpu_state: GpuStates | None = None
     judge_block_steps_s: dict[str, Number] | None = None
     """The judge's own seconds per step of its blocks (diagnostics)."""
@@ -348,6 +346,17 @@ class Performance(OpenRecord):
     """e2e: what a case's times measure (ms per output token)."""
     cpu_diagnostic: Performance | None = None
     """e2e on a CPU: the timing the engines gave there, never scored."""
+
+
+@attrs.frozen(kw_only=True)
+class HolderCpus(OpenRecord):
+    """The CPUs the judge moved its processes onto while it held the GPU, away from the
+    evaluations starting meanwhile (``holder_cpus``)."""
+
+    cpus: str | None = None
+    """A Linux CPU list, ``12-15``."""
+    threads_moved: int | None = None
+    threads_refused: int | None = None
 
 
 @attrs.frozen(kw_only=True)
