@@ -107,6 +107,8 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
     except ValueError as exc:
         raise UsageError(f"--holder-cpus {options.holder_cpus}: {exc} (choose fewer, or 0)"
                          ) from None
+    if cpu_plan is not None:  # the service's own threads (HTTP, queue) keep off them too
+        holder_cpus.move([os.getpid()], cpu_plan.waiting)
     slots = make_slots(gpus=list(options.gpus), per_gpu=options.per_gpu,
                        cpu_workers=options.cpu_workers, cpu_plan=cpu_plan)
     prestart = options.prestart if options.prestart is not None else bool(options.gpus)
