@@ -911,5 +911,10 @@ PY2
       --sections redteam --deadline-s 60 --exploits off_by_most_of_the_bound_when_timed \
       nan_in_a_sliver_when_timed 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 62" >&2; exit 2 ;;
+  63)
+    # The driver probe alone, with shorter phases (about 75 s): what is left of a short call.
+    timeout 90 python3 bench/driver_contention_probe.py --seconds 5 \
+      --out "$out/driver/probe.json" 2>&1 | tail -40
+    ;;
+  *) echo "step 1 to 63" >&2; exit 2 ;;
 esac
