@@ -912,8 +912,13 @@ PY2
       nan_in_a_sliver_when_timed 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   63)
-    # The driver probe alone, with shorter phases (about 75 s): what is left of a short call.
-    timeout 90 python3 bench/driver_contention_probe.py --seconds 5 \
+    # A short call (about two minutes): the runners under their seccomp filter on the GPU (an
+    # honest kernel and two exploits reaching for the judge), then the driver probe with
+    # shorter phases.
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
+      --exploits limit_the_judge signal_the_judge cache_by_pointer 2>&1 \
+      | grep --line-buffered "redteam\|INCOMPLETE"
+    timeout 70 python3 bench/driver_contention_probe.py --seconds 4 \
       --out "$out/driver/probe.json" 2>&1 | tail -40
     ;;
   *) echo "step 1 to 63" >&2; exit 2 ;;

@@ -423,6 +423,8 @@ class SandboxRecord(OpenRecord):
     network: str | None = None
     capabilities: str | None = None
     scoped: list[str] | None = None
+    other_processes: str | None = None
+    """What the seccomp filter refuses that names another process (``seccomp``)."""
     max_file_bytes: int | None = None
     confined: bool | None = None
     reason: str | None = None

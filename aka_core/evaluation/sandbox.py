@@ -15,6 +15,7 @@ asked to run, with Linux facilities a process can apply to itself:
 * **Capabilities**: a root runner drops every capability, including the bounding set, so neither
   it nor anything it executes can load kernel modules, remount, or override file permissions.
 * ``no_new_privs``: set-uid programs gain nothing.
+* **seccomp** (``seccomp``): other processes' resource limits and priorities cannot be changed.
 
 What is applied is returned as a record (``confinement`` in the evaluation record). Whether a
 partial confinement is acceptable is the caller's policy (``evaluation.confinement``).
@@ -308,6 +309,9 @@ def apply(spec: SandboxSpec) -> dict[str, Any]:
     record["capabilities"] = _drop_capabilities()
     if lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise SandboxError(f"prctl(NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
+    from aka_core.evaluation import seccomp
+
+    record["other_processes"] = seccomp.install() or "unrestricted (no seccomp filter)"
     abi = landlock_abi()
     record["landlock_abi"] = abi
     if abi >= 1:

@@ -1,0 +1,131 @@
+"""A seccomp filter that keeps a runner's hands off other processes' limits and priorities.
+
+Landlock scopes signals, tracing and memory reads to the runner's own domain, but a process of
+the same user may still change another's resource limits (``prlimit``: a judge left 16 file
+descriptors, or one second of CPU) and, where the runner has no user namespace of its own, its
+scheduling priority (``setpriority``) and I/O priority (``ioprio_set``). From a runner, those
+reach the judge, the other side's runner, and every other evaluation of the host. The filter
+refuses them (``EPERM``) unless they name the runner itself (pid 0 or its own pid); reading a
+limit stays allowed. Calls of another architecture's syscall table (32-bit ``int 0x80``, x32),
+which would pass a filter written for this one's numbers, are refused too.
+
+Calls on threads by thread id (``sched_setaffinity`` of one's own thread, which thread pools
+use) are left alone: with a user namespace of its own the kernel refuses them across it anyway
+(tests/evaluation/test_seccomp.py reads which).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import struct
+
+# BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
+_LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_RET = 0x06  # BPF_RET | BPF_K
+_ALLOW = 0x7FFF0000
+_REFUSE = 0x00050000 | errno.EPERM
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_X32_BIT = 0x40000000
+
+# struct seccomp_data: nr (u32), arch (u32), instruction pointer (u64), then six u64 arguments;
+# the low 32 bits of argument i (what the kernel reads as a pid_t or an int) at 16 + 8 i.
+_NR, _ARCH = 0, 4
+
+
+def _arg(i: int, high: bool = False) -> int:
+    return 16 + 8 * i + (4 if high else 0)
+
+
+# (audit arch, syscall numbers) of the architectures aka runs on.
+TABLES = {
+    "x86_64": (0xC000003E, {"setpriority": 141, "ioprio_set": 251, "prlimit64": 302}),
+    "aarch64": (0xC00000B7, {"setpriority": 140, "ioprio_set": 30, "prlimit64": 261}),
+}
+PRIO_PROCESS = 0
+IOPRIO_WHO_PROCESS = 1
+
+
+def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
+    """The filter for ``machine`` as (code, jump if true, jump if false, k) instructions;
+    KeyError for a machine without a table."""
+    arch, nr = TABLES[machine]
+    labels: dict[str, int] = {}
+    code: list[tuple[int, str | int, str | int, int]] = []
+
+    def op(c: int, k: int, jt: str | int = 0, jf: str | int = 0) -> None:
+        code.append((c, jt, jf, k))
+
+    def label(name: str) -> None:
+        labels[name] = len(code)
+
+    op(_LD_ABS, _ARCH)
+    op(_JEQ, arch, 0, "refuse")
+    op(_LD_ABS, _NR)
+    if machine == "x86_64":
+        op(_JGE, _X32_BIT, "refuse", 0)
+    op(_JEQ, nr["prlimit64"], "prlimit", 0)
+    op(_JEQ, nr["setpriority"], "setpriority", 0)
+    op(_JEQ, nr["ioprio_set"], "ioprio", 0)
+    op(_RET, _ALLOW)
+    # prlimit64(pid, resource, new, old): itself, or only reading (new == NULL).
+    label("prlimit")
+    op(_LD_ABS, _arg(0))
+    op(_JEQ, 0, "allow", 0)
+    op(_JEQ, own_pid, "allow", 0)
+    op(_LD_ABS, _arg(2))
+    op(_JEQ, 0, 0, "refuse")
+    op(_LD_ABS, _arg(2, high=True))
+    op(_JEQ, 0, "allow", "refuse")
+    # setpriority(which, who, prio) and ioprio_set(which, who, prio): one process, itself.
+    label("setpriority")
+    op(_LD_ABS, _arg(0))
+    op(_JEQ, PRIO_PROCESS, "who", "refuse")
+    label("ioprio")
+    op(_LD_ABS, _arg(0))
+    op(_JEQ, IOPRIO_WHO_PROCESS, "who", "refuse")
+    label("who")
+    op(_LD_ABS, _arg(1))
+    op(_JEQ, 0, "allow", 0)
+    op(_JEQ, own_pid, "allow", "refuse")
+    label("allow")
+    op(_RET, _ALLOW)
+    label("refuse")
+    op(_RET, _REFUSE)
+
+    def offset(at: int, target: str | int) -> int:
+        if isinstance(target, int):
+            return target
+        jump = labels[target] - at - 1
+        assert 0 <= jump < 256, (target, jump)
+        return jump
+
+    return [(c, offset(i, jt), offset(i, jf), k) for i, (c, jt, jf, k) in enumerate(code)]
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install(own_pid: int | None = None) -> str | None:
+    """Install the filter on this thread (and everything it starts); it needs ``no_new_privs``.
+    Returns what it refuses, or None where this machine has no table or the kernel refused."""
+    machine = platform.machine()
+    if machine not in TABLES:
+        return None
+    instructions = program(machine, os.getpid() if own_pid is None else own_pid)
+    raw = b"".join(struct.pack("=HBBI", *ins) for ins in instructions)
+    buffer = ctypes.create_string_buffer(raw, len(raw))
+    prog = _Fprog(len(instructions), ctypes.cast(buffer, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                           ctypes.c_ulong]
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        return None
+    return ("seccomp: other processes' resource limits, priorities and I/O priorities refused; "
+            "other architectures' syscalls refused")
