@@ -892,19 +892,19 @@ PY2
     ;;
   62)
     # The driver probe (step 61's), then the service with no CPUs kept for the GPU's holder and
-    # with them (``aka serve --holder-cpus``: 0, then the default), one after the other on one
+    # with four (``aka serve --holder-cpus``: 0, then 4), one after the other on one
     # machine, each from a warm kernel store and a warmed service; then two audit exploits.
     # NO_PROBE=1, NO_EXPLOITS=1: the A/B alone (about five minutes).
     [ -n "${NO_PROBE:-}" ] || timeout 100 python3 bench/driver_contention_probe.py \
       --out "$out/driver/probe.json" 2>&1 | tail -40
     keep="evaluations per GPU-minute\|mean seconds\|GPU-locked\|warm pass\|holder CPUs"
     keep="$keep\|set-up and capture\|block steps\|stages"
-    for cpus in 0 default; do
+    for cpus in 0 4; do
       echo "== holder CPUs: $cpus"
       AKA_KERNEL_CACHE="/tmp/kernel-store-$step" python3 bench/service_bench.py \
         --out "$out/service-holder-$cpus" --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 \
         --single 0 --warm-pass --deadline-s "${SERVICE_DEADLINE_S:-60}" --tasks $SERVICE_TASKS \
-        $([ "$cpus" = default ] || echo --holder-cpus "$cpus") 2>&1 \
+        --holder-cpus "$cpus" 2>&1 \
         | grep -v "^ERROR\|^Traceback\|^  File\|^    " | grep "$keep"
     done
     [ -n "${NO_EXPLOITS:-}" ] || python3 bench/gpu_bench.py --out "$out/redteam" \

@@ -43,9 +43,9 @@ class ServeOptions:
     """Terminal requests are forgotten this long after they ended (None: kept for ever)."""
     prestart: bool | None = None
     """Keep each slot's next evaluation started and waiting (None: on GPU slots only)."""
-    holder_cpus: int | None = None
-    """CPUs per GPU kept for the evaluation holding it (``holder_cpus.plan``; None: four where
-    the host has enough, 0: none kept)."""
+    holder_cpus: int | None = 0
+    """CPUs per GPU kept for the evaluation holding it (``holder_cpus.plan``; 0: none kept, the
+    default until a GPU measurement shows the gain; None: four where the host has enough)."""
 
 
 def require_dependencies() -> None:
