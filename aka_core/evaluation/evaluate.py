@@ -53,6 +53,9 @@ WORKER_ENV_PREFIXES = ("CUDA_", "HIP_", "ROCR_", "ROCM_", "HSA_", "TRITON_", "TO
                        "NCCL_", "NVIDIA_", "NVSHMEM_", "OMP_", "MKL_", "OPENBLAS_", "AKA_GPU_",
                        "AKA_BUILD_", "NVCC_", "FLYDSL_")
 WORKER_ENV_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+WORKER_ENV_DROP = frozenset({"OMP_PROC_BIND", "OMP_PLACES"})
+"""Thread binding: an OpenMP pool would set its threads' CPUs by thread id, which the runners'
+seccomp filter refuses (``seccomp``)."""
 
 
 
@@ -66,6 +69,8 @@ def worker_base_environment() -> dict[str, str]:
     def allowed(name: str) -> bool:
         if name in WORKER_ENV_KEEP:
             return True
+        if name in WORKER_ENV_DROP:
+            return False
         upper = name.upper()
         return name.startswith(WORKER_ENV_PREFIXES) and not any(
             word in upper for word in WORKER_ENV_SECRET_WORDS)  # e.g. NVIDIA_API_KEY

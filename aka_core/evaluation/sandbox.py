@@ -15,7 +15,8 @@ asked to run, with Linux facilities a process can apply to itself:
 * **Capabilities**: a root runner drops every capability, including the bounding set, so neither
   it nor anything it executes can load kernel modules, remount, or override file permissions.
 * ``no_new_privs``: set-uid programs gain nothing.
-* **seccomp** (``seccomp``): other processes' resource limits and priorities cannot be changed.
+* **seccomp** (``seccomp``): other processes' resource limits, priorities and scheduling cannot
+  be changed.
 
 What is applied is returned as a record (``confinement`` in the evaluation record). Whether a
 partial confinement is acceptable is the caller's policy (``evaluation.confinement``).

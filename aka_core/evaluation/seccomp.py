@@ -1,17 +1,20 @@
-"""A seccomp filter that keeps a runner's hands off other processes' limits and priorities.
+"""A seccomp filter that keeps a runner's hands off other processes' limits and scheduling.
 
 Landlock scopes signals, tracing and memory reads to the runner's own domain, but a process of
 the same user may still change another's resource limits (``prlimit``: a judge left 16 file
-descriptors, or one second of CPU) and, where the runner has no user namespace of its own, its
-scheduling priority (``setpriority``) and I/O priority (``ioprio_set``). From a runner, those
-reach the judge, the other side's runner, and every other evaluation of the host. The filter
-refuses them (``EPERM``) unless they name the runner itself (pid 0 or its own pid); reading a
-limit stays allowed. Calls of another architecture's syscall table (32-bit ``int 0x80``, x32),
-which would pass a filter written for this one's numbers, are refused too.
+descriptors, or one second of CPU), its priority (``setpriority``, ``ioprio_set``) and its
+scheduling (``sched_setaffinity`` onto one busy CPU, ``sched_setscheduler`` to ``SCHED_IDLE``).
+The kernel refuses the scheduling calls only where the target holds capabilities the caller
+lacks (a root judge, a runner that dropped them); for an ordinary user they pass, user namespace
+or not. From a runner, they reach the judge, the other side's runner, and every other evaluation
+of the host: slowed past its phase limits, that evaluation's candidate would be blamed.
 
-Calls on threads by thread id (``sched_setaffinity`` of one's own thread, which thread pools
-use) are left alone: with a user namespace of its own the kernel refuses them across it anyway
-(tests/evaluation/test_seccomp.py reads which).
+The filter refuses them (``EPERM``) unless they name the runner itself (pid 0 or its own pid);
+reading a limit stays allowed. Calls of another architecture's syscall table (32-bit
+``int 0x80``, x32), which would pass a filter written for this one's numbers, are refused too.
+A thread of the runner's own named by its thread id is refused as well (a filter cannot tell it
+from another process): thread pools bind their threads so only when asked (``OMP_PROC_BIND``,
+``OMP_PLACES``), which the runners' environment leaves out.
 """
 
 from __future__ import annotations
@@ -44,9 +47,15 @@ def _arg(i: int, high: bool = False) -> int:
 
 # (audit arch, syscall numbers) of the architectures aka runs on.
 TABLES = {
-    "x86_64": (0xC000003E, {"setpriority": 141, "ioprio_set": 251, "prlimit64": 302}),
-    "aarch64": (0xC00000B7, {"setpriority": 140, "ioprio_set": 30, "prlimit64": 261}),
+    "x86_64": (0xC000003E, {"setpriority": 141, "ioprio_set": 251, "prlimit64": 302,
+                            "sched_setparam": 142, "sched_setscheduler": 144,
+                            "sched_setaffinity": 203, "sched_setattr": 314}),
+    "aarch64": (0xC00000B7, {"setpriority": 140, "ioprio_set": 30, "prlimit64": 261,
+                             "sched_setparam": 118, "sched_setscheduler": 119,
+                             "sched_setaffinity": 122, "sched_setattr": 274}),
 }
+SCHEDULING = ("sched_setparam", "sched_setscheduler", "sched_setaffinity", "sched_setattr")
+"""Calls whose first argument names the process (or thread) they change."""
 PRIO_PROCESS = 0
 IOPRIO_WHO_PROCESS = 1
 
@@ -72,7 +81,14 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     op(_JEQ, nr["prlimit64"], "prlimit", 0)
     op(_JEQ, nr["setpriority"], "setpriority", 0)
     op(_JEQ, nr["ioprio_set"], "ioprio", 0)
+    for name in SCHEDULING:
+        op(_JEQ, nr[name], "pid", 0)
     op(_RET, _ALLOW)
+    # sched_set*(pid, ...): itself.
+    label("pid")
+    op(_LD_ABS, _arg(0))
+    op(_JEQ, 0, "allow", 0)
+    op(_JEQ, own_pid, "allow", "refuse")
     # prlimit64(pid, resource, new, old): itself, or only reading (new == NULL).
     label("prlimit")
     op(_LD_ABS, _arg(0))
@@ -127,5 +143,5 @@ def install(own_pid: int | None = None) -> str | None:
                            ctypes.c_ulong]
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         return None
-    return ("seccomp: other processes' resource limits, priorities and I/O priorities refused; "
+    return ("seccomp: other processes' resource limits, priorities and scheduling refused; "
             "other architectures' syscalls refused")

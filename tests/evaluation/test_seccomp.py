@@ -21,9 +21,17 @@ pytestmark = pytest.mark.skipif(platform.machine() not in seccomp.TABLES
                                 reason="no seccomp table for this machine")
 
 CHILD = textwrap.dedent("""
-    import json, os, resource, sys
+    import json, os, resource, subprocess, sys
     from pathlib import Path
     from aka_core.evaluation import sandbox
+    # A neighbour with no capabilities (as an ordinary user's judge has none): the kernel's own
+    # check (``cap_safe_nice``) then lets scheduling calls on it through, even from a root child.
+    helper = subprocess.Popen([sys.executable, "-c", "from aka_core.evaluation import sandbox; "
+                               "sandbox._drop_capabilities(); print('ready', flush=True); "
+                               "import sys; sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert helper.stdout.readline().strip() == "ready"
+    other = helper.pid
     if sys.argv[2] == "off":  # the control: the same sandbox without the filter
         from aka_core.evaluation import seccomp
         seccomp.install = lambda own_pid=None: None
@@ -49,10 +57,34 @@ CHILD = textwrap.dedent("""
     attempt("setpriority_parent", lambda: os.setpriority(os.PRIO_PROCESS, parent, nice))
     attempt("setpriority_user", lambda: os.setpriority(os.PRIO_USER, 0, nice))
     attempt("setpriority_group", lambda: os.setpriority(os.PRIO_PGRP, 0, nice))
+    cpus = os.sched_getaffinity(parent)
+    attempt("setaffinity_parent", lambda: os.sched_setaffinity(parent, cpus))
+    attempt("setscheduler_parent", lambda: os.sched_setscheduler(
+        parent, os.sched_getscheduler(parent), os.sched_param(0)))
+    attempt("setparam_parent", lambda: os.sched_setparam(parent, os.sched_param(0)))
+    attempt("setaffinity_other", lambda: os.sched_setaffinity(other, os.sched_getaffinity(other)))
+    attempt("setscheduler_other", lambda: os.sched_setscheduler(
+        other, os.sched_getscheduler(other), os.sched_param(0)))
+    attempt("setpriority_other", lambda: os.setpriority(
+        os.PRIO_PROCESS, other, os.getpriority(os.PRIO_PROCESS, other)))
+    attempt("prlimit_other", lambda: resource.prlimit(
+        other, resource.RLIMIT_NOFILE, resource.prlimit(other, resource.RLIMIT_NOFILE)))
+    attempt("own_affinity", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))
+    attempt("own_affinity_by_pid", lambda: os.sched_setaffinity(os.getpid(), os.sched_getaffinity(0)))
+    attempt("own_scheduler", lambda: os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0)))
+    import threading
+    threads = []
+    def pool():  # OpenMP-style: PyTorch's CPU threads still start and run
+        threads.append(sum(range(1000)))
+    workers = [threading.Thread(target=pool) for _ in range(4)]
+    [w.start() for w in workers]
+    [w.join() for w in workers]
+    tried["threads"] = "done" if len(threads) == 4 else "failed"
     attempt("own_limit", lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
     attempt("own_limit_by_pid", lambda: resource.prlimit(os.getpid(), resource.RLIMIT_CORE, (0, 0)))
     attempt("own_priority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))
     attempt("own_priority_by_pid", lambda: os.setpriority(os.PRIO_PROCESS, os.getpid(), 6))
+    helper.stdin.close()  # it ends (Landlock scopes signals: it cannot be killed from here)
     print(json.dumps({"record": record, "tried": tried}))
 """)
 
@@ -64,11 +96,14 @@ def attempts(folder: Path, mode: str) -> dict[str, object]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_without_the_filter_a_confined_process_reaches_its_parents_limits(tmp_path: Path) -> None:
-    # What the filter is for: Landlock and the namespaces leave another process's limits open.
+def test_without_the_filter_a_confined_process_reaches_other_processes(tmp_path: Path) -> None:
+    # What the filter is for: Landlock and the namespaces leave another process's limits and
+    # scheduling open.
     report = attempts(tmp_path, "off")
     assert report["record"]["other_processes"].startswith("unrestricted")
-    assert report["tried"]["prlimit_parent"] == "done", report
+    for name in ("prlimit_parent", "setaffinity_other", "setscheduler_other",
+                 "setpriority_other", "prlimit_other"):
+        assert report["tried"][name] == "done", (name, report)
 
 
 def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path: Path) -> None:
@@ -78,10 +113,13 @@ def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path
     assert report["record"]["other_processes"].startswith("seccomp:")
     tried = report["tried"]
     for name in ("prlimit_parent", "prlimit_parent_cpu", "setpriority_parent", "setpriority_user",
-                 "setpriority_group"):
+                 "setpriority_group", "setaffinity_parent", "setscheduler_parent",
+                 "setparam_parent", "setaffinity_other", "setscheduler_other",
+                 "setpriority_other", "prlimit_other"):
         assert tried[name] == "Operation not permitted", (name, tried)
     for name in ("read_parent_limit", "own_limit", "own_limit_by_pid", "own_priority",
-                 "own_priority_by_pid"):
+                 "own_priority_by_pid", "own_affinity", "own_affinity_by_pid", "own_scheduler",
+                 "threads"):
         assert tried[name] == "done", (name, tried)
     assert {r: resource.getrlimit(r) for r in limits} == limits
     assert os.getpriority(os.PRIO_PROCESS, 0) == nice
