@@ -916,7 +916,7 @@ PY2
     # honest kernel and two exploits reaching for the judge), then the driver probe with
     # shorter phases.
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
-      --exploits limit_the_judge signal_the_judge cache_by_pointer 2>&1 \
+      --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     timeout 70 python3 bench/driver_contention_probe.py --seconds 4 \
       --out "$out/driver/probe.json" 2>&1 | tail -40
