@@ -912,8 +912,8 @@ PY2
       nan_in_a_sliver_when_timed 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   63)
-    # A short call (about two minutes): the runners under their seccomp filter on the GPU (an
-    # honest kernel and two exploits reaching for the judge), then the driver probe with
+    # A short call (about two minutes): the runners under their seccomp filter on the GPU (four
+    # exploits, three of them reaching for the judge's process), then the driver probe with
     # shorter phases.
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
       --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer 2>&1 \
