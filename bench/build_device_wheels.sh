@@ -14,7 +14,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --platform manylinux2014_x86_64 -d .whl \
   cattrs==26.2.1 ruamel.yaml==0.19.1 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 \
   referencing==0.37.0 rpds-py==2026.9.1 structlog==26.1.0 attrs==26.1.0 typing_extensions \
-  starlette uvicorn httpx anyio h11 httpcore sniffio idna certifi click
+  starlette uvicorn httpx anyio h11 httpcore sniffio idna certifi click \
+  pytest iniconfig packaging pygments  # the sandbox's tests, run on the GPU machine's kernel
 bash bench/source_digest.sh > .whl/SOURCE  # device_setup.sh refuses wheels older than the tree
 if [ -n "${OLD:-}" ]; then
   old=$(mktemp -d /tmp/aka-old-XXXX)

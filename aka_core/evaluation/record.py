@@ -426,6 +426,8 @@ class SandboxRecord(OpenRecord):
     other_processes: str | None = None
     """What the seccomp filter refuses that names another process (``seccomp``)."""
     max_file_bytes: int | None = None
+    scheduling: str | None = None
+    """What the runner may not raise of its own scheduling (its real-time class, its priority)."""
     confined: bool | None = None
     reason: str | None = None
     error: str | None = None

@@ -17,6 +17,8 @@ asked to run, with Linux facilities a process can apply to itself:
 * ``no_new_privs``: set-uid programs gain nothing.
 * **seccomp** (``seccomp``): other processes' resource limits, priorities and scheduling cannot
   be changed.
+* **Scheduling**: no real-time class and no priority raised above the one it started with
+  (``RLIMIT_RTPRIO`` and ``RLIMIT_NICE`` at 0, whatever the host grants its user).
 
 What is applied is returned as a record (``confinement`` in the evaluation record). Whether a
 partial confinement is acceptable is the caller's policy (``evaluation.confinement``).
@@ -303,6 +305,12 @@ def apply(spec: SandboxSpec) -> dict[str, Any]:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
     record["max_file_bytes"] = MAX_FILE_BYTES
+    # No real-time class and no priority above the one it started with, whatever the host's
+    # limits grant its user: a runner on SCHED_FIFO, or at nice -20, would take the CPUs from the
+    # judge and the other side's runner (its capabilities, CAP_SYS_NICE among them, go below).
+    resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+    record["scheduling"] = "no real-time class, no raised priority"
     if not spec.allow_network:
         net = _new_network_namespace()
         if net:

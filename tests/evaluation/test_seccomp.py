@@ -186,3 +186,68 @@ def test_syscalls_of_another_table_are_refused(tmp_path: Path) -> None:
     pid, legacy, x32 = run("on")
     assert pid > 0  # the native table still works
     assert (legacy, x32) == (-1, -1)  # -EPERM, from the filter
+
+
+OWN_SCHEDULING = textwrap.dedent("""
+    import json, os, resource, sys
+    from pathlib import Path
+    from aka_core.evaluation import sandbox
+    # A host that grants this user a real-time priority and a raised nice value (limits.conf's
+    # rtprio and nice, as audio setups do): set here, while the child may still raise them.
+    try:
+        resource.setrlimit(resource.RLIMIT_RTPRIO, (10, 10))
+        resource.setrlimit(resource.RLIMIT_NICE, (30, 30))
+    except ValueError:  # a container's root without CAP_SYS_RESOURCE
+        print(json.dumps({"skip": "this root cannot raise its limits (no CAP_SYS_RESOURCE)"}))
+        sys.exit(0)
+    if sys.argv[2] == "off":  # the control: the same sandbox with the host's limits kept
+        real = resource.setrlimit
+        resource.setrlimit = lambda which, limits: (
+            None if which in (resource.RLIMIT_RTPRIO, resource.RLIMIT_NICE)
+            else real(which, limits))
+    spec = sandbox.build_spec(scratch=Path(sys.argv[1]), read=[p for p in sys.path if p],
+                              protected=[], required=False)
+    record = sandbox.apply(spec)
+    tried = {}
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        tried["fifo"] = "done"
+    except OSError as exc:
+        tried["fifo"] = exc.strerror
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, before - 5)
+        tried["raise_priority"] = "done"
+    except OSError as exc:
+        tried["raise_priority"] = exc.strerror
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, before + 1)
+        tried["lower_priority"] = "done"
+    except OSError as exc:
+        tried["lower_priority"] = exc.strerror
+    print(json.dumps({"record": record, "tried": tried}))
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising the limits first needs root")
+# (and CAP_SYS_RESOURCE, which a container's root may lack: the GPU machines' root has it)
+def test_a_confined_process_cannot_raise_its_own_scheduling(tmp_path: Path) -> None:
+    # Without the limits, a runner granted them by the host takes SCHED_FIFO or nice -5 and
+    # with them the CPUs of the judge and of the other side's runner.
+    def run(mode: str) -> dict[str, str]:
+        out = subprocess.run([sys.executable, "-c", OWN_SCHEDULING, str(tmp_path), mode],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr[-3000:]
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+        if "skip" in report:
+            pytest.skip(report["skip"])
+        return report
+
+    control = run("off")
+    assert control["tried"] == {"fifo": "done", "raise_priority": "done",
+                                "lower_priority": "done"}, control
+    confined = run("on")
+    assert confined["record"]["scheduling"] == "no real-time class, no raised priority"
+    assert confined["tried"] == {"fifo": "Operation not permitted",
+                                 "raise_priority": "Permission denied",
+                                 "lower_priority": "done"}, confined
