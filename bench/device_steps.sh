@@ -922,16 +922,17 @@ PY2
       --out "$out/driver/probe.json" 2>&1 | tail -40
     ;;
   64)
-    # Steps 63 and 62 in one call (about six minutes), for days when machines are hard to get:
-    # the runners under their seccomp filter on the GPU (four exploits), then the service with
-    # holder CPUs 0 and 4 side by side. First the sandbox's tests on this machine's kernel and
-    # CPUs (some of them skip where root lacks CAP_SYS_RESOURCE, as on the CPU machines).
+    # Steps 62 and 63 in one call (about six minutes), for days when machines are hard to get:
+    # the sandbox's tests on this machine's kernel and CPUs (some skip where root lacks
+    # CAP_SYS_RESOURCE, as on the CPU machines), the service with holder CPUs 0 and 4 side by
+    # side (every evaluation's runners under the seccomp filter), then four exploits, three of
+    # them reaching for the judge's process (last: a call cut short still brings the A/B).
     timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_seccomp.py \
       tests/evaluation/test_holder_cpus.py 2>&1 | tail -8
+    NO_PROBE=1 NO_EXPLOITS=1 OUT="$out" bash bench/device_steps.sh 62
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
       --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
-    NO_PROBE=1 NO_EXPLOITS=1 OUT="$out" bash bench/device_steps.sh 62
     ;;
   *) echo "step 1 to 64" >&2; exit 2 ;;
 esac
