@@ -134,7 +134,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 64}"
+step="${1:?step 1 to 65}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -934,5 +934,17 @@ PY2
       --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 64" >&2; exit 2 ;;
+  65)
+    # The shortest check of the runners under their seccomp filter and scheduling limits on a
+    # GPU (about two minutes): the sandbox's tests on this kernel, two stored solutions judged
+    # (one Triton, one CUDA), then four exploits, three of them reaching for the judge's process.
+    timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_seccomp.py \
+      tests/evaluation/test_holder_cpus.py 2>&1 | tail -8
+    python3 bench/gpu_bench.py --out "$out/replay" --sections replay --deadline-s 40 \
+      --tasks triton2triton/gelu cuda2cuda/transpose 2>&1 | tail -12
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
+      --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer 2>&1 \
+      | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  *) echo "step 1 to 65" >&2; exit 2 ;;
 esac
