@@ -154,17 +154,20 @@ class Holding:
 
     def let_go(self) -> None:
         """The judge's tree back onto the CPUs it started on (the next holder's are its own)."""
-        from aka_core.processes import descendants
+        _move_tree(self.before)
 
-        me = os.getpid()
-        move([me, *descendants(me)], self.before)
+
+def _move_tree(cpus: frozenset[int]) -> tuple[int, int]:
+    """This process and everything below it onto ``cpus`` (``move``'s counts)."""
+    from aka_core.processes import descendants
+
+    me = os.getpid()
+    return move([me, *descendants(me)], cpus)
 
 
 def hold(environ: dict[str, str] | None = None) -> Holding | None:
     """This process and everything below it onto the CPUs ``AKA_GPU_HOLDER_CPUS`` names; None
     where it names none (or none this process may use)."""
-    from aka_core.processes import descendants
-
     text = (os.environ if environ is None else environ).get(ENV, "").strip()
     if not text:
         return None
@@ -172,7 +175,6 @@ def hold(environ: dict[str, str] | None = None) -> Holding | None:
         cpus = parse(text)
     except ValueError:
         return None  # the service wrote it; a bad list only costs the head start
-    me = os.getpid()
-    holding = Holding(cpus, frozenset(os.sched_getaffinity(0)))
-    holding.moved, holding.failed = move([me, *descendants(me)], cpus)
-    return holding
+    before = frozenset(os.sched_getaffinity(0))
+    moved, failed = _move_tree(cpus)
+    return Holding(cpus, before, moved, failed)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,8 +91,9 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def attempts(folder: Path, mode: str) -> dict[str, object]:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(folder), mode], capture_output=True,
+def attempts(folder: Path, mode: str, script: str = CHILD) -> dict[str, Any]:
+    """What ``script`` (a confined child) reported as its last line of JSON."""
+    out = subprocess.run([sys.executable, "-c", script, str(folder), mode], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -153,9 +155,9 @@ int main(void) {
 
 FILTERED_EXEC = textwrap.dedent("""
     import ctypes, os, sys
-    from aka_core.evaluation import seccomp
+    from aka_core.evaluation import sandbox, seccomp
     if sys.argv[2] == "on":
-        assert ctypes.CDLL(None).prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+        assert ctypes.CDLL(None).prctl(sandbox.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
         assert seccomp.install() is not None
     os.execv(sys.argv[1], [sys.argv[1]])
 """)
@@ -234,11 +236,8 @@ OWN_SCHEDULING = textwrap.dedent("""
 def test_a_confined_process_cannot_raise_its_own_scheduling(tmp_path: Path) -> None:
     # Without the limits, a runner granted them by the host takes SCHED_FIFO or nice -5 and
     # with them the CPUs of the judge and of the other side's runner.
-    def run(mode: str) -> dict[str, str]:
-        out = subprocess.run([sys.executable, "-c", OWN_SCHEDULING, str(tmp_path), mode],
-                             capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr[-3000:]
-        report = json.loads(out.stdout.strip().splitlines()[-1])
+    def run(mode: str) -> dict[str, Any]:
+        report = attempts(tmp_path, mode, OWN_SCHEDULING)
         if "skip" in report:
             pytest.skip(report["skip"])
         return report
