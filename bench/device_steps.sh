@@ -912,7 +912,7 @@ PY2
       nan_in_a_sliver_when_timed 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   63)
-    # A short call (about two minutes): the runners under their seccomp filter on the GPU (four
+    # A short call (about two minutes): the runners under their seccomp filter on the GPU (five
     # exploits, three of them reaching for the judge's process), then the driver probe with
     # shorter phases.
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
@@ -926,7 +926,7 @@ PY2
     # Steps 62 and 63 in one call (about six minutes), for days when machines are hard to get:
     # the sandbox's tests on this machine's kernel and CPUs (some skip where root lacks
     # CAP_SYS_RESOURCE, as on the CPU machines), the service with holder CPUs 0 and 4 side by
-    # side (every evaluation's runners under the seccomp filter), then four exploits, three of
+    # side (every evaluation's runners under the seccomp filter), then five exploits, three of
     # them reaching for the judge's process (last: a call cut short still brings the A/B).
     timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_seccomp.py \
       tests/evaluation/test_holder_cpus.py 2>&1 | tail -8
