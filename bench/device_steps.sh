@@ -917,7 +917,7 @@ PY2
     # shorter phases.
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
       --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer \
-      take_the_cpus_first 2>&1 \
+      take_the_cpus_first hide_from_the_oom_killer 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     timeout 70 python3 bench/driver_contention_probe.py --seconds 4 \
       --out "$out/driver/probe.json" 2>&1 | tail -40
@@ -929,11 +929,11 @@ PY2
     # side (every evaluation's runners under the seccomp filter), then five exploits, three of
     # them reaching for the judge's process (last: a call cut short still brings the A/B).
     timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_seccomp.py \
-      tests/evaluation/test_holder_cpus.py 2>&1 | tail -8
+      tests/evaluation/test_holder_cpus.py tests/evaluation/test_oom_score.py 2>&1 | tail -8
     NO_PROBE=1 NO_EXPLOITS=1 OUT="$out" bash bench/device_steps.sh 62
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
       --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer \
-      take_the_cpus_first 2>&1 \
+      take_the_cpus_first hide_from_the_oom_killer 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   65)
@@ -942,12 +942,12 @@ PY2
     # (one Triton, one CUDA), then five exploits: three reach for the judge's process, one raises
     # its own scheduling.
     timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_seccomp.py \
-      tests/evaluation/test_holder_cpus.py 2>&1 | tail -8
+      tests/evaluation/test_holder_cpus.py tests/evaluation/test_oom_score.py 2>&1 | tail -8
     python3 bench/gpu_bench.py --out "$out/replay" --sections replay --deadline-s 40 \
       --tasks triton2triton/gelu cuda2cuda/transpose 2>&1 | tail -12
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
       --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer \
-      take_the_cpus_first 2>&1 \
+      take_the_cpus_first hide_from_the_oom_killer 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   *) echo "step 1 to 65" >&2; exit 2 ;;

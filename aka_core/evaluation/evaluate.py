@@ -82,14 +82,22 @@ _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") el
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(parent: int) -> Any:
+def die_with_parent(parent: int, oom_score_adj: int | None = None) -> Any:
     """A ``preexec_fn`` that has Linux SIGKILL the judge when its parent dies (no ``finally``
-    runs on SIGKILL: a judge would keep the GPU and its lock)."""
+    runs on SIGKILL: a judge would keep the GPU and its lock); with ``oom_score_adj``, the child
+    also gets that score for the kernel's OOM killer (``sandbox.OOM_SCORE_ADJ``), set before it
+    runs anything: where aka holds ``CAP_SYS_RESOURCE``, the child can never lower it again."""
     if _LIBC is None:
         return None
 
     def preexec() -> None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if oom_score_adj is not None:
+            try:  # the child's record (``sandbox.apply``) says what it got
+                with open("/proc/self/oom_score_adj", "w") as score:
+                    score.write(str(oom_score_adj))
+            except OSError:
+                pass
         if os.getppid() != parent:
             os._exit(1)
 

@@ -149,7 +149,7 @@ class _Runner:
         self.count += 1
         log = self.logs / f"harness-{self.count:02d}-{side}-{phase}.log"
         code, seconds, confined = run_confined(command, folder, log, self.protected,
-                                               self.confinement, self.timeout)
+                                               self.confinement, self.timeout, side)
         if confined is not None:
             whole = self.record["confinement"]
             whole["confined"] = bool(whole.get("confined")) and bool(confined.get("confined"))
@@ -178,7 +178,8 @@ class _Runner:
 
 
 def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str],
-                 confinement: str, timeout: float) -> tuple[int | None, float, dict[str, Any] | None]:
+                 confinement: str, timeout: float, side: str = "candidate"
+                 ) -> tuple[int | None, float, dict[str, Any] | None]:
     """Run ``command`` in ``folder`` confined to it; (exit status or None on timeout, seconds,
     the sandbox's record)."""
     from aka_core.evaluation import sandbox
@@ -198,7 +199,8 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
             [sys.executable, "-m", "aka_core.evaluation.harness", str(write_fd),
              "on" if confinement != "off" else "off", spec_json, command],
             cwd=folder, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-            pass_fds=(write_fd,), start_new_session=True, preexec_fn=die_with_parent(os.getpid()))
+            pass_fds=(write_fd,), start_new_session=True,
+            preexec_fn=die_with_parent(os.getpid(), sandbox.oom_score_adj(side)))
     os.close(write_fd)
     with os.fdopen(read_fd, "r", encoding="utf-8") as reader:
         line = reader.readline()  # the launcher's sandbox record, before it runs the command

@@ -19,6 +19,9 @@ asked to run, with Linux facilities a process can apply to itself:
   be changed.
 * **Scheduling**: no real-time class and no priority raised above the one it started with
   (``RLIMIT_RTPRIO`` and ``RLIMIT_NICE`` at 0, whatever the host grants its user).
+* **Out of memory**: the process that starts a runner gives it a high ``oom_score_adj`` first
+  (``OOM_SCORE_ADJ``): the kernel's OOM killer takes a candidate's processes before a baseline's,
+  and both before the judge; where aka holds ``CAP_SYS_RESOURCE`` the runner cannot lower it.
 
 What is applied is returned as a record (``confinement`` in the evaluation record). Whether a
 partial confinement is acceptable is the caller's policy (``evaluation.confinement``).
@@ -26,6 +29,7 @@ partial confinement is acceptable is the caller's policy (``evaluation.confineme
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import glob
@@ -90,6 +94,56 @@ SYSTEM_READ_ROOTS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sb
 DEVICE_GLOBS = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
                 "/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/nvidia-uvm*", "/dev/kfd",
                 "/dev/dri/*")
+
+
+OOM_SCORE_ADJ = {"candidate": 1000, "agent": 1000, "baseline": 500}
+"""Where the kernel's OOM killer looks first (``oom_score_adj``: -1000 to 1000; the judge keeps
+its own, normally 0). The killer takes the process with the most points: its pages, plus the score
+in thousandths of the host's memory. A candidate that filled the host's memory from many small
+processes would otherwise have it kill the largest one, its judge or the baseline's runner, and
+so turn its own failure into an ``infra_error`` or a task's failure (a dropped sample, not a 0).
+At 1000, any process of the candidate's outranks any other process short of the whole memory;
+a baseline's (500) outranks the judge unless the judge is larger by half of the memory. An agent's
+CLI is scored as a candidate: aka's own processes hold what the run has recorded."""
+
+CAP_SYS_RESOURCE = 24
+
+
+def oom_score_adj(side: str) -> int:
+    """The OOM score of a side's runner or builder (``side``: "candidate", "baseline builder")."""
+    return OOM_SCORE_ADJ["baseline" if side.split()[0] == "baseline" else "candidate"]
+
+
+def set_oom_score_adj(pid: int, score: int) -> None:
+    """Give a process aka started, before it runs anything it was given, ``score`` for the OOM
+    killer (best effort: the process's record, ``apply``, says what it got)."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/oom_score_adj").write_text(str(score))
+
+
+def _holds_capability(cap: int) -> bool:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> cap & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _oom_record() -> str:
+    """What the kernel's OOM killer makes of this process (read before its capabilities go)."""
+    try:
+        score = int(Path("/proc/self/oom_score_adj").read_text())
+    except (OSError, ValueError):
+        return "unknown (no /proc/self/oom_score_adj)"
+    if score <= 0:
+        return f"oom_score_adj {score} (unchanged)"
+    if _holds_capability(CAP_SYS_RESOURCE):
+        # Set by a writer holding the capability (its parent, before exec): that is also the
+        # lowest score the process, without the capability from here on, may ever set.
+        return f"oom_score_adj {score}, which it cannot lower"
+    return f"oom_score_adj {score}; it could lower it (this host's aka lacks CAP_SYS_RESOURCE)"
 
 
 class SandboxError(RuntimeError):
@@ -311,6 +365,7 @@ def apply(spec: SandboxSpec) -> dict[str, Any]:
     resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
     resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
     record["scheduling"] = "no real-time class, no raised priority"
+    record["out_of_memory"] = _oom_record()
     if not spec.allow_network:
         net = _new_network_namespace()
         if net:

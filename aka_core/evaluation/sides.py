@@ -88,6 +88,7 @@ class RunnerProcess:
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         full_env = {**env, "AKA_RUNNER_SYSPATH": json.dumps(paths)}
         from aka_core.evaluation import runner as runner_module
+        from aka_core.evaluation import sandbox
 
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -95,7 +96,8 @@ class RunnerProcess:
                  str(child_fd)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(cmd_r, rep_w, child_fd), cwd=scratch, env=full_env, start_new_session=True,
-                preexec_fn=die_with_parent(os.getpid()),
+                # The OOM killer takes a candidate's processes first, then a baseline's.
+                preexec_fn=die_with_parent(os.getpid(), sandbox.oom_score_adj(side)),
             )
         os.close(cmd_r)
         os.close(rep_w)

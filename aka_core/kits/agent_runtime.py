@@ -567,6 +567,7 @@ def run_cli(cmd: CliCommand, cwd: Path, env: Mapping[str, str], logs_dir: Path, 
 def _launch(cmd: CliCommand, cwd: Path, env: Mapping[str, str],
             stderr_out: Any) -> subprocess.Popen[bytes]:
     from aka_core.evaluation.evaluate import die_with_parent  # one implementation of the guard
+    from aka_core.evaluation.sandbox import OOM_SCORE_ADJ
 
     try:
         return subprocess.Popen(
@@ -574,8 +575,9 @@ def _launch(cmd: CliCommand, cwd: Path, env: Mapping[str, str],
             stdin=subprocess.PIPE if cmd.stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=stderr_out,
             # Should aka be SIGKILLed (no cleanup runs), the CLI goes with it; a confined CLI's
-            # whole sandbox does anyway (bwrap --die-with-parent).
-            preexec_fn=die_with_parent(os.getpid()),
+            # whole sandbox does anyway (bwrap --die-with-parent). The OOM killer takes the
+            # agent's processes before aka's (which hold what the run has recorded).
+            preexec_fn=die_with_parent(os.getpid(), OOM_SCORE_ADJ["agent"]),
         )
     except OSError as exc:
         if exc.errno == errno.E2BIG:

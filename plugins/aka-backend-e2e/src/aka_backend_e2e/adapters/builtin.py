@@ -267,6 +267,11 @@ class BuiltinRun:
             self._log.close()
             raise EngineSetupError(f"cannot start the engine ({command[0]}): {exc}",
                                    arm=arm) from exc
+        # Before "confine", the engine runs nothing it was given: the OOM killer takes the
+        # candidate's engine and what it starts first, then the baseline's, then the judge.
+        from aka_core.plugin import sandbox
+
+        sandbox.set_oom_score_adj(self.proc.pid, sandbox.oom_score_adj(arm))
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin.fileno()
         os.set_blocking(self._stdin, False)
