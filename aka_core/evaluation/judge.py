@@ -25,10 +25,12 @@ killed from outside, the judge's own fault) — never a zero reward a trainer sh
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -106,6 +108,8 @@ class Judge:
         self.first_check: tuple[str, dict[str, Any], list[Any]] | None = None
         self.sides_quiet = False  # set once the timing ended normally (see ``close``)
         self.holding: holder_cpus.Holding | None = None
+        self.disk: Any = None  # disk_watch.DiskWatch, from the runners' start
+        self.builder_processes: dict[str, RunnerProcess] = {}
 
     # ------------------------------------------------------------------ phases
     def phase(self, name: str) -> None:
@@ -134,6 +138,7 @@ class Judge:
         self.phase("startup")
         sides.become_subreaper()
         self.start_runners()
+        self.watch_disk()
         self.load_task_side()
         builders = self.start_builders()
         if self.device == "cuda":
@@ -254,6 +259,39 @@ class Judge:
                 candidate=None if req.candidate is None else SideRef(root=roots["candidate"],
                                                                      ref=req.candidate.ref))
 
+    def watch_disk(self) -> None:
+        """Each side's disk use watched while it lives: over the limit, it is killed and its
+        runner's death is a ``resources`` failure (``disk_watch``)."""
+        from aka_core.evaluation import disk_watch
+
+        self.disk = disk_watch.DiskWatch()
+        for side in self.runners:
+            self.disk.watch(side, [self.side_scratch[side], self.scratch / f"{side}-builder"],
+                            roots=functools.partial(self._side_processes, side),
+                            over=functools.partial(self._over_disk_limit, side))
+
+    def _side_processes(self, side: str) -> list[int]:
+        """The roots of a side's processes: its runner, its builder and, for the candidate, any
+        process that left their trees and came back to the judge (a subreaper)."""
+        roots = [p.proc.pid for p in (self.runners.get(side), self.builder_processes.get(side))
+                 if p is not None]
+        if side == "candidate":
+            from aka_core.processes import children
+
+            known = {p.proc.pid for p in (*self.runners.values(),
+                                          *self.builder_processes.values())}
+            roots += [pid for pid in children(os.getpid()) if pid not in known]
+        return roots
+
+    def _over_disk_limit(self, side: str, message: str) -> None:
+        """The watch's verdict (from its thread): the side and what it started killed now."""
+        from aka_core.processes import signal_tree
+
+        runner = self.runners[side]
+        runner.over_limit = message
+        for pid in self._side_processes(side):
+            signal_tree(pid, signal.SIGKILL)
+
     def restore_kernel_cache(self, side: str, root: Path, cache: Path) -> None:
         """The side's compiled kernels from an earlier evaluation of the same files
         (``kernel_cache``), copied into its private cache before it starts."""
@@ -339,6 +377,7 @@ class Judge:
                     side, ahead, runner_cache=self.side_scratch[side] / "cache",
                     architecture=str(architecture), init=init,
                     calls=calls if kind == "call" else None, shapes_unknown=len(skipped))
+                self.builder_processes[side] = started[side].process
                 continue
             try:
                 started[side] = prebuild.Builder.start(
@@ -348,6 +387,7 @@ class Judge:
                     confine=self.req.confinement != "off", architecture=str(architecture),
                     init=init, log_path=runner_log(f"{side}-builder", self.scratch),
                     calls=calls if kind == "call" else None, shapes_unknown=len(skipped))
+                self.builder_processes[side] = started[side].process
             except (OSError, SideFailure) as exc:
                 records[side] = {"ran": False, "reason": f"the builder did not start: {exc}"[:300]}
         if self.warm is not None:
@@ -447,6 +487,10 @@ class Judge:
     def side_failure(self, side: str, exc: SideFailure, phase: str) -> JudgeFailure:
         """A runner's failure as the evaluation's: the candidate's fault, or the task's/host's."""
         details = dict(exc.details)
+        if details.get("disk"):  # killed for filling the disk: its builder's code may have
+            # run before the runner's (``disk_watch``); the task's own baseline breaks the task
+            kind = FailureKind.RESOURCES if side == "candidate" else FailureKind.TASK_ERROR
+            return JudgeFailure(kind, f"{side}: {exc}", phase_of_failure=phase, **details)
         if phase == "startup":  # no code of the side has run yet: aka's or the host's fault
             return JudgeFailure(INFRA, f"the {side} runner failed before loading any of the "
                                 f"side's code ({exc}); retry", phase_of_failure=phase, **details)
@@ -1207,6 +1251,8 @@ def main(argv: list[str] | None = None) -> int:
     from aka_core.evaluation import fused_compare
 
     result["diagnostics"]["quick_compare"] = fused_compare.summary()
+    if judge.disk is not None:
+        result["diagnostics"]["disk"] = judge.disk.stop()
     if "failure" in result:
         result["failure"].setdefault("retryable", result["failure"]["kind"] == INFRA)
         for side, runner in judge.runners.items():

@@ -428,6 +428,8 @@ class SandboxRecord(OpenRecord):
     max_file_bytes: int | None = None
     scheduling: str | None = None
     """What the runner may not raise of its own scheduling (its real-time class, its priority)."""
+    out_of_memory: str | None = None
+    """Its score for the kernel's OOM killer, and whether it can lower it (``OOM_SCORE_ADJ``)."""
     confined: bool | None = None
     reason: str | None = None
     error: str | None = None
@@ -569,6 +571,19 @@ class Diagnostics(OpenRecord):
     runner_ops: dict[str, dict[str, RunnerOpStats]] | None = None
     """Per side, per request kind (``init``, ``load``, ``call`` ...)."""
     quick_compare: QuickCompares | None = None
+    disk: DiskUse | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DiskUse(OpenRecord):
+    """The sides' disk use, watched while they lived (``disk_watch``)."""
+
+    limit_bytes: int | None = None
+    walks: int | None = None
+    """How many times a side's folders were walked (the first time, then only when the file
+    system's free space fell by enough for a side to be over the limit)."""
+    peak_bytes: dict[str, int] | None = None
+    """Per side: the most its scratch folders and its deleted, still open files held at once."""
 
 
 # --------------------------------------------------------------------------- a harness's section

@@ -109,6 +109,8 @@ class RunnerProcess:
         self.op_stats: dict[str, dict[str, Any]] = {}
         self._sent = ("", 0.0)
         self.dead = False
+        self.over_limit: str | None = None
+        """Why the judge killed this side for its disk use (``disk_watch``), if it did."""
 
     # ------------------------------------------------------------------ messages
     def send(self, **message: Any) -> None:
@@ -183,6 +185,11 @@ class RunnerProcess:
                     kept[str(name)[:40]] = kept.get(str(name)[:40], 0.0) + float(seconds)
 
     def _gone(self, message: str) -> SideFailure:
+        if self.over_limit is not None:
+            self.dead = True
+            return SideFailure(FailureKind.RESOURCES, f"the {self.side} was stopped: "
+                               f"{self.over_limit}", side=self.side, disk=True,
+                               log_tail=tail(self.log_path))
         code = self.proc.poll()
         if code is None:
             try:

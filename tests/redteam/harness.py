@@ -10,6 +10,7 @@ editable files, and anything else the exploit needs) and ``exploit.yaml``::
     expect:
       kinds: [correctness]          # evaluation failure kinds it may end with (any of them)
       status: completed             # the task result's status (infra_error for host faults)
+    env: {AKA_SCRATCH_LIMIT: 64M}   # optional: variables the evaluation runs with
 
 Every exploit must end unpaid: not accepted, score 0. The harness also takes digests of the
 evaluator's code, the tasks, the stored solutions and the site-packages startup hooks before and
@@ -21,6 +22,7 @@ verdict. Used by tests/redteam/test_redteam.py (CPU, in CI) and
 from __future__ import annotations
 
 import hashlib
+import os
 import site
 import sys
 import time
@@ -50,6 +52,8 @@ class Exploit:
     placements: tuple[str, ...] = ()
     """Where its ``infra_error`` is an interference reading in the retry band: the clean
     phase's placements it may name (those the reward service blames when repeated)."""
+    env: dict[str, str] = attrs.Factory(dict)
+    """Variables the evaluation runs with (a limit lowered so that the exploit stays small)."""
 
 
 def load_exploits(device: str | None = None) -> list[Exploit]:
@@ -64,7 +68,8 @@ def load_exploits(device: str | None = None) -> list[Exploit]:
                           devices=tuple(data.get("devices", ("cpu", "cuda"))),
                           kinds=tuple(expect.get("kinds", ())),
                           status=expect.get("status", "completed"),
-                          placements=tuple(expect.get("placements", ())))
+                          placements=tuple(expect.get("placements", ())),
+                          env={str(k): str(v) for k, v in (data.get("env") or {}).items()})
         if device is None or device in exploit.devices:
             found.append(exploit)
     return found
@@ -174,7 +179,16 @@ def evaluate_exploit(exploit: Exploit, device: str = "auto") -> dict[str, Any]:
 
     before, store_before = digest_tree(), store_digests()
     started = time.monotonic()
-    result = api.evaluate_candidate(task_folder(exploit.task), exploit.folder, device=device)
+    saved = {name: os.environ.get(name) for name in exploit.env}
+    os.environ.update(exploit.env)
+    try:
+        result = api.evaluate_candidate(task_folder(exploit.task), exploit.folder, device=device)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     after, store_after = digest_tree(), store_digests()
     # Entries of the store that existed before: unchanged (new entries are the judge's own).
     after.update({k: v for k, v in store_after.items() if k in store_before})
