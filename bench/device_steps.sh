@@ -917,7 +917,7 @@ PY2
     # shorter phases.
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
       --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer \
-      take_the_cpus_first hide_from_the_oom_killer 2>&1 \
+      take_the_cpus_first hide_from_the_oom_killer fill_the_disk 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     timeout 70 python3 bench/driver_contention_probe.py --seconds 4 \
       --out "$out/driver/probe.json" 2>&1 | tail -40
@@ -933,7 +933,7 @@ PY2
     NO_PROBE=1 NO_EXPLOITS=1 OUT="$out" bash bench/device_steps.sh 62
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
       --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer \
-      take_the_cpus_first hide_from_the_oom_killer 2>&1 \
+      take_the_cpus_first hide_from_the_oom_killer fill_the_disk 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   65)
@@ -947,7 +947,7 @@ PY2
       --tasks triton2triton/gelu cuda2cuda/transpose 2>&1 | tail -12
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
       --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer \
-      take_the_cpus_first hide_from_the_oom_killer 2>&1 \
+      take_the_cpus_first hide_from_the_oom_killer fill_the_disk 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   *) echo "step 1 to 65" >&2; exit 2 ;;
