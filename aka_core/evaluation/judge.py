@@ -272,7 +272,8 @@ class Judge:
 
     def _side_processes(self, side: str) -> list[int]:
         """The roots of a side's processes: its runner, its builder and, for the candidate, any
-        process that left their trees and came back to the judge (a subreaper)."""
+        process that left their trees and came back to the judge (a subreaper; runners start in
+        sessions of their own, so what they leave is in none of the judge's)."""
         roots = [p.proc.pid for p in (self.runners.get(side), self.builder_processes.get(side))
                  if p is not None]
         if side == "candidate":
@@ -280,7 +281,11 @@ class Judge:
 
             known = {p.proc.pid for p in (*self.runners.values(),
                                           *self.builder_processes.values())}
-            roots += [pid for pid in children(os.getpid()) if pid not in known]
+            own = os.getsid(0)  # the judge's own helpers (nvidia-smi, ptxas) share its session
+            for pid in children(os.getpid()):
+                with contextlib.suppress(OSError):
+                    if pid not in known and os.getsid(pid) != own:
+                        roots.append(pid)
         return roots
 
     def _over_disk_limit(self, side: str, message: str) -> None:
