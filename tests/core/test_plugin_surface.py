@@ -86,6 +86,7 @@ EXPECTED_PLUGIN_ALL = [
     "as_int",
     "children",
     "common_agent_options_schema",
+    "disk_watch",
     "dump_yaml",
     "field_path",
     "gpus",

@@ -129,6 +129,24 @@ def test_a_candidate_that_crashes_at_import_fails_to_build(task_dir: Path,
     assert "boom at import" in failure.message and failure.arm == "candidate"
 
 
+def test_an_engine_that_fills_the_disk_is_stopped_and_blamed(task_dir: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    # The candidate's tree writes into its engine's scratch at import (the limit is lowered so
+    # that the test writes little): killed at the limit, its arm's ``resources`` failure.
+    monkeypatch.setenv("AKA_SCRATCH_LIMIT", "32M")
+    filler = ("import os, time\n"
+              "chunk = os.urandom(1 << 20) * 8\n"
+              "for i in range(16):\n"
+              "    open(os.path.join(os.environ['TMPDIR'], f'fill{i}'), 'wb').write(chunk)\n"
+              "time.sleep(5)\n")
+    result = evaluate(task_dir, candidate(tmp_path, filler + OTHER_NORM))
+    failure = result.evaluation.failure
+    assert result.status == "completed" and not result.candidate_accepted
+    assert failure is not None and failure.kind == "resources" and failure.arm == "candidate"
+    assert "over the limit of 32.0 MiB (AKA_SCRATCH_LIMIT)" in failure.message
+
+
 def test_a_broken_baseline_is_the_tasks_fault(task_dir: Path, tmp_path: Path) -> None:
     broken = tmp_path / "tasks" / "e2e" / "broken"
     shutil.copytree(task_dir, broken)

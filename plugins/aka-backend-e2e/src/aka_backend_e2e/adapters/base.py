@@ -179,6 +179,13 @@ class EngineCrashed(EngineFailure):
     kind = FailureKind.CRASHED
 
 
+class EngineOverDisk(EngineFailure):
+    """The engine's processes filled the disk past the limit (``disk_watch``): stopped."""
+
+    kind = FailureKind.RESOURCES
+    baseline_kind = FailureKind.TASK_ERROR
+
+
 class EngineTimeout(EngineFailure):
     """The engine did not answer within a deadline."""
 

@@ -38,6 +38,7 @@ from aka_backend_e2e.adapters.base import (
     ARMS,
     EngineCrashed,
     EngineFailure,
+    EngineOverDisk,
     EngineProtocolError,
     EngineSetupError,
     EngineTimeout,
@@ -269,9 +270,14 @@ class BuiltinRun:
                                    arm=arm) from exc
         # Before "confine", the engine runs nothing it was given: the OOM killer takes the
         # candidate's engine and what it starts first, then the baseline's, then the judge.
-        from aka_core.plugin import sandbox
+        from aka_core.plugin import disk_watch, sandbox
 
         sandbox.set_oom_score_adj(self.proc.pid, sandbox.oom_score_adj(arm))
+        # Its disk use watched while it lives: over the limit, the engine's tree is killed and
+        # its death is its arm's ``resources`` failure, not a host's fault.
+        self.over_limit: str | None = None
+        self.disk = disk_watch.DiskWatch()
+        self.disk.watch(arm, [scratch], roots=lambda: [self.proc.pid], over=self._over_disk)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin.fileno()
         os.set_blocking(self._stdin, False)
@@ -353,7 +359,19 @@ class BuiltinRun:
                                 f"({what})")
         return at, message
 
+    def _over_disk(self, message: str) -> None:
+        """The disk watch's verdict (from its thread): the engine and its tree killed now."""
+        from aka_core.plugin import signal_tree
+
+        self.over_limit = message
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        signal_tree(self.proc.pid, signal.SIGKILL)
+
     def _failure(self, cls: type[EngineFailure], message: str, phase: str = "") -> EngineFailure:
+        if self.over_limit is not None and cls in (EngineCrashed, EngineTimeout,
+                                                   EngineProtocolError):
+            cls, message = EngineOverDisk, f"was stopped: {self.over_limit}"
         if cls is EngineCrashed:
             try:
                 code = self.proc.wait(timeout=2)
@@ -617,6 +635,7 @@ class BuiltinRun:
                 self.proc.wait(timeout=self.timeouts.stop)
             except subprocess.TimeoutExpired:
                 pass
+        self.info["disk"] = self.disk.stop()
         kill_group(self.proc)
         # The reader sees end of file once the group is gone; join it before closing the pipe,
         # so that it never reads a descriptor number reused by someone else.
