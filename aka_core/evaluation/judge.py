@@ -55,7 +55,7 @@ from aka_core.evaluation.failures import INFRA, FailureKind, JudgeFailure
 from aka_core.evaluation.request import EvaluationRequest
 from aka_core.evaluation.sandbox import SANDBOX_PROTECTED_ALWAYS
 from aka_core.evaluation.seeds import derive_seed, draw_held_out
-from aka_core.evaluation.sides import RAISED, RunnerProcess, SideFailure
+from aka_core.evaluation.sides import DISK_LIMIT, RAISED, RunnerProcess, SideFailure
 from aka_core.evaluation.steps import Steps, summed_seconds
 from aka_core.models import TASK_FILE
 from aka_core.plugin.host import cached_host
@@ -492,8 +492,9 @@ class Judge:
     def side_failure(self, side: str, exc: SideFailure, phase: str) -> JudgeFailure:
         """A runner's failure as the evaluation's: the candidate's fault, or the task's/host's."""
         details = dict(exc.details)
-        if details.get("disk"):  # killed for filling the disk: its builder's code may have
-            # run before the runner's (``disk_watch``); the task's own baseline breaks the task
+        if details.get("cause") == DISK_LIMIT:
+            # Killed for filling the disk (``disk_watch``), in any phase: its builder's code may
+            # have run before the runner's. A baseline that does so breaks the task.
             kind = FailureKind.RESOURCES if side == "candidate" else FailureKind.TASK_ERROR
             return JudgeFailure(kind, f"{side}: {exc}", phase_of_failure=phase, **details)
         if phase == "startup":  # no code of the side has run yet: aka's or the host's fault

@@ -107,7 +107,8 @@ class Failure(OpenRecord):
     alone (an ``infra_error``: too little to blame, too much to trust); ``placement`` then says
     whether alone was on the same memory (``same``: the reward service blames a candidate that
     reads this in every attempt, on a GPU whose clocks held: ``performance.gpu_state``) or on
-    new memory (``new``)."""
+    new memory (``new``). ``disk_limit``: the side was killed for filling the disk
+    (``disk_watch``)."""
     placement: str | None = None
     traceback: str | None = None
     log_tail: str | None = None

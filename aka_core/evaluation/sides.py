@@ -70,6 +70,10 @@ def reap() -> None:
             return
 
 
+DISK_LIMIT = "disk_limit"
+"""A failure's ``cause`` when the judge killed the side for its disk use (``disk_watch``)."""
+
+
 class RunnerProcess:
     """One runner. ``request`` sends a command and returns the reply, or raises ``SideFailure``."""
 
@@ -188,7 +192,7 @@ class RunnerProcess:
         if self.over_limit is not None:
             self.dead = True
             return SideFailure(FailureKind.RESOURCES, f"the {self.side} was stopped: "
-                               f"{self.over_limit}", side=self.side, disk=True,
+                               f"{self.over_limit}", side=self.side, cause=DISK_LIMIT,
                                log_tail=tail(self.log_path))
         code = self.proc.poll()
         if code is None:
