@@ -317,7 +317,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for name in ("per_gpu", "workers", "max_queue", "max_attempts"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.holder_cpus < 0:
+    if args.holder_cpus is not None and args.holder_cpus < 0:
         raise UsageError("--holder-cpus must be 0 (none kept) or more")
     options = ServeOptions(tasks_root=Path(args.tasks), state=Path(args.state), host=args.host,
                            port=args.port, gpus=gpus, per_gpu=args.per_gpu,
@@ -563,9 +563,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prestart", action=argparse.BooleanOptionalAction, default=None,
                    help="keep each slot's next evaluation started (PyTorch imported, runners "
                         "confined and waiting); default: on with GPUs, off without")
-    p.add_argument("--holder-cpus", type=int, default=0, metavar="N",
+    p.add_argument("--holder-cpus", type=int, default=None, metavar="N",
                    help="CPUs per GPU kept for the evaluation holding it, away from those "
-                        "starting, e.g. 4 (default 0: none kept)")
+                        "starting (default: 4 where the host leaves 4 others, else none; "
+                        "0: none kept)")
     p.add_argument("--max-queue", type=int, default=1024, help="queued requests beyond which "
                    "new ones get 429 with Retry-After (default 1024)")
     p.add_argument("--max-attempts", type=int, default=3, help="attempts of an evaluation the "

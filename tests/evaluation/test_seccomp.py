@@ -232,7 +232,7 @@ OWN_SCHEDULING = textwrap.dedent("""
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising the limits first needs root")
-# (and CAP_SYS_RESOURCE, which a container's root may lack: the GPU machines' root has it)
+# (and CAP_SYS_RESOURCE, which a container's root may lack: so do the CI and H100 machines')
 def test_a_confined_process_cannot_raise_its_own_scheduling(tmp_path: Path) -> None:
     # Without the limits, a runner granted them by the host takes SCHED_FIFO or nice -5 and
     # with them the CPUs of the judge and of the other side's runner.
