@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -629,6 +630,18 @@ def _resume_hint() -> str:
     return f"; resume with `aka run --resume {run_dir}`" if run_dir else ""
 
 
+def _check_environment() -> None:
+    """Variables aka reads deep inside an evaluation, checked once here: a bad value is one
+    usage error, not an evaluator fault in every evaluation."""
+    if os.environ.get("AKA_SCRATCH_LIMIT"):
+        from aka_core.evaluation import disk_watch
+
+        try:
+            disk_watch.limit_bytes()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from aka_core.interrupt import EXIT_SIGTERM, Interrupted, sigterm_interrupts
 
@@ -643,6 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SIGTERM, like Ctrl-C, stops what aka started (an agent CLI in its own session, a
         # judge) before aka exits, instead of ending aka alone.
         with sigterm_interrupts():
+            _check_environment()
             return int(args.func(args))
     except AkaError as exc:
         print(f"aka: error: {exc}", file=sys.stderr)

@@ -357,6 +357,15 @@ def test_aka_run_keeps_one_format_per_stream_when_logging_json(tmp_path: Path) -
     assert summary and summary[0]["tasks"][0]["task_id"] == "demo/scale_add"
 
 
+def test_a_bad_disk_limit_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # Read by every judge: a bad value would otherwise be an evaluator fault in every evaluation.
+    monkeypatch.setenv("AKA_SCRATCH_LIMIT", "lots")
+    task = write_task(tmp_path / "tasks")
+    code, text = run_aka(capsys, "eval", task, "--candidate", task)
+    assert_clear(code, text, "AKA_SCRATCH_LIMIT='lots': give bytes, or a number with K, M, G or T")
+
+
 def test_eval_on_a_gpu_this_host_lacks_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path,
 ) -> None:
