@@ -950,5 +950,18 @@ PY2
       take_the_cpus_first hide_from_the_oom_killer fill_the_disk 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 65" >&2; exit 2 ;;
+  66)
+    # The narrower /proc rules on a GPU (about 100 s): the runners may no longer write their
+    # OOM score nor, from threads started after confinement, their own task/<tid>. The sandbox's
+    # tests on this kernel, two stored solutions judged (Triton, CUDA), then the OOM and disk
+    # exploits and one seccomp exploit.
+    timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_oom_score.py \
+      tests/evaluation/test_seccomp.py 2>&1 | tail -6
+    python3 bench/gpu_bench.py --out "$out/replay" --sections replay --deadline-s 40 \
+      --tasks triton2triton/gelu cuda2cuda/transpose 2>&1 | tail -12
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
+      --exploits hide_from_the_oom_killer fill_the_disk limit_the_judge 2>&1 \
+      | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  *) echo "step 1 to 66" >&2; exit 2 ;;
 esac
