@@ -951,10 +951,9 @@ PY2
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   66)
-    # The narrower /proc rules on a GPU (about 100 s): the runners may no longer write their
-    # OOM score nor, from threads started after confinement, their own task/<tid>. The sandbox's
-    # tests on this kernel, two stored solutions judged (Triton, CUDA), then the OOM and disk
-    # exploits and one seccomp exploit.
+    # The shortest check of the sandbox on a GPU (about 100 s): its tests on this kernel, two
+    # stored solutions judged (Triton, CUDA), then the OOM and disk exploits and one seccomp
+    # exploit.
     timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_oom_score.py \
       tests/evaluation/test_seccomp.py 2>&1 | tail -6
     python3 bench/gpu_bench.py --out "$out/replay" --sections replay --deadline-s 40 \

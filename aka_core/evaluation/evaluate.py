@@ -87,7 +87,7 @@ def die_with_parent(parent: int, oom_score_adj: int | None = None) -> Any:
     """A ``preexec_fn`` that has Linux SIGKILL the judge when its parent dies (no ``finally``
     runs on SIGKILL: a judge would keep the GPU and its lock); with ``oom_score_adj``, the child
     also gets that score for the kernel's OOM killer (``sandbox.OOM_SCORE_ADJ``), set before it
-    runs anything (the sandbox keeps a runner from lowering it: ``sandbox.own_proc_entries``)."""
+    runs anything (where aka holds ``CAP_SYS_RESOURCE``, the child can never lower it)."""
     if _LIBC is None:
         return None
 

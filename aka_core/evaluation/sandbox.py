@@ -21,7 +21,8 @@ asked to run, with Linux facilities a process can apply to itself:
   (``RLIMIT_RTPRIO`` and ``RLIMIT_NICE`` at 0, whatever the host grants its user).
 * **Out of memory**: the process that starts a runner gives it a high ``oom_score_adj`` first
   (``OOM_SCORE_ADJ``): the kernel's OOM killer takes a candidate's processes before a baseline's,
-  and both before the judge; Landlock keeps the runner from the file that would lower it.
+  and both before the judge; where aka holds ``CAP_SYS_RESOURCE`` the runner cannot lower it
+  (elsewhere it can: no Landlock rule keeps the file from it and CUDA working, ``apply``).
 
 What is applied is returned as a record (``confinement`` in the evaluation record). Whether a
 partial confinement is acceptable is the caller's policy (``evaluation.confinement``).
@@ -114,35 +115,6 @@ def oom_score_adj(side: str) -> int:
     return OOM_SCORE_ADJ["baseline" if side.split()[0] == "baseline" else "candidate"]
 
 
-OWN_PROC_UNWRITABLE = ("oom_score_adj", "oom_adj")
-"""What a runner may not write of its own ``/proc/<pid>``: its OOM score, which its parent set
-(``OOM_SCORE_ADJ``). The kernel lets a process lower its own score down to the last one a holder
-of ``CAP_SYS_RESOURCE`` wrote, which, where aka lacks that capability (the GPU machines' root
-among them), is the judge's own: without this rule, a runner could hide from the OOM killer."""
-
-
-def own_proc_entries(pid: int) -> list[str]:
-    """The entries of ``/proc/<pid>`` a confined process may write (and everything below them):
-    every one but its OOM score, and, of ``task/``, the entries of each thread it has now (a
-    runner is confined while it has one) but theirs, which name the same score. Threads started
-    later may write nothing of their own ``task/<tid>``."""
-    base = f"/proc/{pid}"
-
-    def entries(folder: str, left_out: tuple[str, ...]) -> list[str]:
-        # Never a link: a rule is added on what a path opens to, and ``root``, ``cwd`` and
-        # ``exe`` open to "/", the working folder and the interpreter.
-        return [f"{folder}/{entry}" for entry in sorted(os.listdir(folder))
-                if entry not in left_out and not os.path.islink(f"{folder}/{entry}")]
-
-    try:
-        found = entries(base, (*OWN_PROC_UNWRITABLE, "task"))
-        for tid in sorted(os.listdir(f"{base}/task")):
-            found += entries(f"{base}/task/{tid}", OWN_PROC_UNWRITABLE)
-    except OSError:
-        return []
-    return found
-
-
 def set_oom_score_adj(pid: int, score: int) -> None:
     """Give a process aka started, before it runs anything it was given, ``score`` for the OOM
     killer (best effort: the process's record, ``apply``, says what it got)."""
@@ -160,7 +132,7 @@ def _holds_capability(cap: int) -> bool:
     return False
 
 
-def _oom_record(filesystem_confined: bool) -> str:
+def _oom_record() -> str:
     """What the kernel's OOM killer makes of this process (read before its capabilities go)."""
     try:
         score = int(Path("/proc/self/oom_score_adj").read_text())
@@ -168,13 +140,11 @@ def _oom_record(filesystem_confined: bool) -> str:
         return "unknown (no /proc/self/oom_score_adj)"
     if score <= 0:
         return f"oom_score_adj {score} (unchanged)"
-    if filesystem_confined:  # Landlock keeps it from the file (``own_proc_entries``)
-        return f"oom_score_adj {score}, which it cannot lower"
     if _holds_capability(CAP_SYS_RESOURCE):
         # Set by a writer holding the capability (its parent, before exec): that is also the
         # lowest score the process, without the capability from here on, may ever set.
-        return f"oom_score_adj {score}, which it cannot lower (CAP_SYS_RESOURCE set it)"
-    return f"oom_score_adj {score}; it could lower it (no Landlock, no CAP_SYS_RESOURCE)"
+        return f"oom_score_adj {score}, which it cannot lower"
+    return f"oom_score_adj {score}; it could lower it (this host's aka lacks CAP_SYS_RESOURCE)"
 
 
 class SandboxError(RuntimeError):
@@ -396,7 +366,7 @@ def apply(spec: SandboxSpec) -> dict[str, Any]:
     resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
     resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
     record["scheduling"] = "no real-time class, no raised priority"
-    oom_before_landlock = _oom_record(False)  # what the capability alone would make of it
+    record["out_of_memory"] = _oom_record()
     if not spec.allow_network:
         net = _new_network_namespace()
         if net:
@@ -428,9 +398,12 @@ def apply(spec: SandboxSpec) -> dict[str, Any]:
             _add_path_rule(ruleset, "/", FS_READ_DIR, abi)
             for path in spec.read:
                 _add_path_rule(ruleset, path, READ_RIGHTS, abi)
-            # The CUDA driver writes below /proc/<pid> of its own process (its own files only),
-            # never its OOM score (``own_proc_entries``).
-            for path in (*spec.write, *own_proc_entries(os.getpid())):
+            # The CUDA driver writes below /proc/<pid> of its own process (its own files only):
+            # from driver 570 it names each thread it starts through task/<tid>/comm, and fails
+            # (cudaErrorOperatingSystem) where it cannot. task/<tid>/oom_score_adj names the
+            # process's OOM score, so no rule can give the one and keep the other: a runner may
+            # lower its score unless CAP_SYS_RESOURCE set it (``OOM_SCORE_ADJ``).
+            for path in (*spec.write, f"/proc/{os.getpid()}"):
                 _add_path_rule(ruleset, path, READ_RIGHTS | WRITE_RIGHTS, abi)
             for path in spec.devices:
                 _add_path_rule(ruleset, path, FS_READ_FILE | FS_WRITE_FILE, abi)
@@ -438,8 +411,6 @@ def apply(spec: SandboxSpec) -> dict[str, Any]:
         finally:
             os.close(ruleset)
         record["filesystem"] = "allowlist"
-    record["out_of_memory"] = (_oom_record(True) if record["filesystem"] == "allowlist"
-                               else oom_before_landlock)
     network_ok = spec.allow_network or record["network"] != "unrestricted"
     record["confined"] = abi >= 1 and network_ok
     if spec.required and not record["confined"]:

@@ -11,6 +11,7 @@ editable files, and anything else the exploit needs) and ``exploit.yaml``::
       kinds: [correctness]          # evaluation failure kinds it may end with (any of them)
       status: completed             # the task result's status (infra_error for host faults)
     env: {AKA_SCRATCH_LIMIT: 64M}   # optional: variables the evaluation runs with
+    known_limit: why it is paid on some hosts   # optional: an expected failure there
 
 Every exploit must end unpaid: not accepted, score 0. The harness also takes digests of the
 evaluator's code, the tasks, the stored solutions and the site-packages startup hooks before and
@@ -54,6 +55,9 @@ class Exploit:
     phase's placements it may name (those the reward service blames when repeated)."""
     env: dict[str, str] = attrs.Factory(dict)
     """Variables the evaluation runs with (a limit lowered so that the exploit stays small)."""
+    known_limit: str = ""
+    """Where it is paid and why (a defence that needs what some hosts lack): its test is an
+    expected failure there, and passes where the defence holds."""
 
 
 def load_exploits(device: str | None = None) -> list[Exploit]:
@@ -69,7 +73,8 @@ def load_exploits(device: str | None = None) -> list[Exploit]:
                           kinds=tuple(expect.get("kinds", ())),
                           status=expect.get("status", "completed"),
                           placements=tuple(expect.get("placements", ())),
-                          env={str(k): str(v) for k, v in (data.get("env") or {}).items()})
+                          env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
+                          known_limit=str(data.get("known_limit") or "").strip())
         if device is None or device in exploit.devices:
             found.append(exploit)
     return found
