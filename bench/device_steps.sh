@@ -138,6 +138,10 @@ step="${1:?step 1 to 65}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
+# The exploits that reach for the judge's process or the host (seccomp, scheduling, OOM, disk),
+# and one that caches by pointer (steps 63-65).
+SANDBOX_EXPLOITS="limit_the_judge starve_the_judge signal_the_judge cache_by_pointer
+  take_the_cpus_first hide_from_the_oom_killer fill_the_disk"
 SERVICE_TASKS="cuda2cuda/rms_norm cuda2cuda/transpose torch2cuda/fused_add_rms_norm
   torch2cuda/silu_and_mul torch2triton/cross_entropy torch2triton/fp8_quantize
   torch2triton/gemm_bias_gelu triton2triton/causal_attention triton2triton/embedding_gather
@@ -916,8 +920,7 @@ PY2
     # exploits, three of them reaching for the judge's process), then the driver probe with
     # shorter phases.
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
-      --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer \
-      take_the_cpus_first hide_from_the_oom_killer fill_the_disk 2>&1 \
+      --exploits $SANDBOX_EXPLOITS 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     timeout 70 python3 bench/driver_contention_probe.py --seconds 4 \
       --out "$out/driver/probe.json" 2>&1 | tail -40
@@ -932,8 +935,7 @@ PY2
       tests/evaluation/test_holder_cpus.py tests/evaluation/test_oom_score.py 2>&1 | tail -8
     NO_PROBE=1 NO_EXPLOITS=1 OUT="$out" bash bench/device_steps.sh 62
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
-      --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer \
-      take_the_cpus_first hide_from_the_oom_killer fill_the_disk 2>&1 \
+      --exploits $SANDBOX_EXPLOITS 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   65)
@@ -946,8 +948,7 @@ PY2
     python3 bench/gpu_bench.py --out "$out/replay" --sections replay --deadline-s 40 \
       --tasks triton2triton/gelu cuda2cuda/transpose 2>&1 | tail -12
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
-      --exploits limit_the_judge starve_the_judge signal_the_judge cache_by_pointer \
-      take_the_cpus_first hide_from_the_oom_killer fill_the_disk 2>&1 \
+      --exploits $SANDBOX_EXPLOITS 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   66)

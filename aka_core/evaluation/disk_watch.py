@@ -126,14 +126,14 @@ class Watched:
         self.walked: tuple[int, int, tuple[int, int] | None] | None = None
         """The last walk: (bytes, entries, the file system's free bytes and inodes then)."""
 
-    def may_be_over(self, limit: int, max_entries: int) -> bool:
-        """Whether a walk could find the side over a limit: the side cannot have grown by more
-        than the file system's free space and inodes fell since its last walk. One ``statvfs``
-        instead of a walk while nothing fills the disk, as in almost every evaluation."""
+    def may_be_over(self, now: tuple[int, int] | None, limit: int, max_entries: int) -> bool:
+        """Whether a walk could find the side over a limit, the file system's free space and
+        inodes being ``now``: the side cannot have grown by more than they fell since its last
+        walk. One ``statvfs`` instead of a walk while nothing fills the disk, as in almost every
+        evaluation."""
         if self.walked is None:
             return True
         used, entries, free = self.walked
-        now = _free(self.folders)
         if free is None or now is None:
             return True
         return (used + max(0, free[0] - now[0]) > limit
@@ -170,9 +170,9 @@ class DiskWatch:
         with self._lock:
             sides = [s for s in self.sides if not s.done]
         for side in sides:
-            if not side.may_be_over(self.limit, self.max_entries):
-                continue
             free = _free(side.folders)
+            if not side.may_be_over(free, self.limit, self.max_entries):
+                continue
             pids = [p for root in side.roots() for p in (root, *descendants(root))]
             used, entries, hidden = usage(side.folders, pids, self.max_entries)
             side.walked = (used, entries, free)

@@ -90,15 +90,12 @@ def die_with_parent(parent: int, oom_score_adj: int | None = None) -> Any:
     runs anything (where aka holds ``CAP_SYS_RESOURCE``, the child can never lower it)."""
     if _LIBC is None:
         return None
+    from aka_core.evaluation.sandbox import set_oom_score_adj  # imported here, not in the child
 
     def preexec() -> None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if oom_score_adj is not None:
-            try:  # the child's record (``sandbox.apply``) says what it got
-                with open("/proc/self/oom_score_adj", "w") as score:
-                    score.write(str(oom_score_adj))
-            except OSError:
-                pass
+        if oom_score_adj is not None:  # the child's record (``sandbox.apply``) says what it got
+            set_oom_score_adj("self", oom_score_adj)
         if os.getppid() != parent:
             os._exit(1)
 

@@ -271,30 +271,38 @@ class Judge:
                             over=functools.partial(self._over_disk_limit, side))
 
     def _side_processes(self, side: str) -> list[int]:
-        """The roots of a side's processes: its runner, its builder and, for the candidate, any
-        process that left their trees and came back to the judge (a subreaper; runners start in
-        sessions of their own, so what they leave is in none of the judge's)."""
-        roots = [p.proc.pid for p in (self.runners.get(side), self.builder_processes.get(side))
-                 if p is not None]
-        if side == "candidate":
-            from aka_core.processes import children
+        """The roots of a side's processes: its runner, its builder and its strays."""
+        return [*(p.proc.pid for p in self._side_runners(side)), *self._strays(side)]
 
-            known = {p.proc.pid for p in (*self.runners.values(),
-                                          *self.builder_processes.values())}
-            own = os.getsid(0)  # the judge's own helpers (nvidia-smi, ptxas) share its session
-            for pid in children(os.getpid()):
-                with contextlib.suppress(OSError):
-                    if pid not in known and os.getsid(pid) != own:
-                        roots.append(pid)
-        return roots
+    def _side_runners(self, side: str) -> list[RunnerProcess]:
+        return [p for p in (self.runners.get(side), self.builder_processes.get(side))
+                if p is not None]
+
+    def _strays(self, side: str) -> list[int]:
+        """For the candidate, the processes that left its runner's and builder's trees and came
+        back to the judge (a subreaper; runners start in sessions of their own, so what they
+        leave is in none of the judge's)."""
+        if side != "candidate":
+            return []
+        from aka_core.processes import children
+
+        known = {p.proc.pid for p in (*self.runners.values(), *self.builder_processes.values())}
+        own = os.getsid(0)  # the judge's own helpers (nvidia-smi, ptxas) share its session
+        strays = []
+        for pid in children(os.getpid()):
+            with contextlib.suppress(OSError):
+                if pid not in known and os.getsid(pid) != own:
+                    strays.append(pid)
+        return strays
 
     def _over_disk_limit(self, side: str, message: str) -> None:
         """The watch's verdict (from its thread): the side and what it started killed now."""
         from aka_core.processes import signal_tree
 
-        runner = self.runners[side]
-        runner.over_limit = message
-        for pid in self._side_processes(side):
+        self.runners[side].over_limit = message
+        for process in self._side_runners(side):
+            process.kill_soon()
+        for pid in self._strays(side):
             signal_tree(pid, signal.SIGKILL)
 
     def restore_kernel_cache(self, side: str, root: Path, cache: Path) -> None:

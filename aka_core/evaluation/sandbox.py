@@ -115,9 +115,10 @@ def oom_score_adj(side: str) -> int:
     return OOM_SCORE_ADJ["baseline" if side.split()[0] == "baseline" else "candidate"]
 
 
-def set_oom_score_adj(pid: int, score: int) -> None:
-    """Give a process aka started, before it runs anything it was given, ``score`` for the OOM
-    killer (best effort: the process's record, ``apply``, says what it got)."""
+def set_oom_score_adj(pid: int | str, score: int) -> None:
+    """Give a process aka started (``pid``, or "self" in a child before it execs), before it
+    runs anything it was given, ``score`` for the OOM killer (best effort: the process's record,
+    ``apply``, says what it got)."""
     with contextlib.suppress(OSError):
         Path(f"/proc/{pid}/oom_score_adj").write_text(str(score))
 

@@ -259,6 +259,11 @@ class BuiltinRun:
         self.info: dict[str, Any] = {"log": str(log_path), "cpus": self.cpus}
         self.lines: queue.Queue[tuple[float, bytes | None, str | None]] = queue.Queue()
         self._stopped = False
+        from aka_core.plugin import disk_watch, sandbox
+
+        # Made before the engine starts: a bad AKA_SCRATCH_LIMIT leaves no process behind.
+        self.disk = disk_watch.DiskWatch()
+        self.over_limit: str | None = None
         self._log = log_path.open("ab")
         try:
             self.proc = subprocess.Popen(
@@ -270,13 +275,9 @@ class BuiltinRun:
                                    arm=arm) from exc
         # Before "confine", the engine runs nothing it was given: the OOM killer takes the
         # candidate's engine and what it starts first, then the baseline's, then the judge.
-        from aka_core.plugin import disk_watch, sandbox
-
         sandbox.set_oom_score_adj(self.proc.pid, sandbox.oom_score_adj(arm))
         # Its disk use watched while it lives: over the limit, the engine's tree is killed and
         # its death is its arm's ``resources`` failure, not a host's fault.
-        self.over_limit: str | None = None
-        self.disk = disk_watch.DiskWatch()
         self.disk.watch(arm, [scratch], roots=lambda: [self.proc.pid], over=self._over_disk)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin.fileno()
@@ -361,12 +362,8 @@ class BuiltinRun:
 
     def _over_disk(self, message: str) -> None:
         """The disk watch's verdict (from its thread): the engine and its tree killed now."""
-        from aka_core.plugin import signal_tree
-
         self.over_limit = message
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        signal_tree(self.proc.pid, signal.SIGKILL)
+        kill_group(self.proc)
 
     def _failure(self, cls: type[EngineFailure], message: str, phase: str = "") -> EngineFailure:
         if self.over_limit is not None and cls in (EngineCrashed, EngineTimeout,
