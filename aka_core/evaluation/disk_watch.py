@@ -11,8 +11,8 @@ deleting them (which no folder shows; readable where the judge may look into the
 than ``MAX_ENTRIES`` files (a walk of millions would slow the judge), is killed with everything
 it started, and its runner's death is a ``resources`` failure naming what it wrote. Every half
 second the watch reads the file system's free space and inodes (one ``statvfs``), and walks a
-side's folders only when they fell by enough since its last walk for the side to be over: the
-judge's thread stays off the GIL while the sides are timed.
+side's folders when they fell by enough since its last walk for the side to be over, or every
+``WALK_EVERY_S``: the judge's thread stays mostly off the GIL while the sides are timed.
 
 The limit is ``AKA_SCRATCH_LIMIT`` (bytes, or with a K/M/G suffix; default 8G): builds of a
 task's extension take hundreds of megabytes, not gigabytes.
@@ -24,6 +24,7 @@ import contextlib
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,10 @@ ENV = "AKA_SCRATCH_LIMIT"
 DEFAULT_LIMIT = 8 * 2**30
 MAX_ENTRIES = 200_000
 PERIOD_S = 0.5
+WALK_EVERY_S = 5.0
+"""A side's folders are walked at least this often, whatever the free space says: another
+process freeing space (a colluding candidate deleting what it wrote) would otherwise hide this
+side's growth from the free-space test for as long as it kept deleting."""
 _SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -125,13 +130,14 @@ class Watched:
         self.done = False
         self.walked: tuple[int, int, tuple[int, int] | None] | None = None
         """The last walk: (bytes, entries, the file system's free bytes and inodes then)."""
+        self.walked_at = 0.0
 
     def may_be_over(self, now: tuple[int, int] | None, limit: int, max_entries: int) -> bool:
         """Whether a walk could find the side over a limit, the file system's free space and
         inodes being ``now``: the side cannot have grown by more than they fell since its last
         walk. One ``statvfs`` instead of a walk while nothing fills the disk, as in almost every
         evaluation."""
-        if self.walked is None:
+        if self.walked is None or time.monotonic() - self.walked_at >= WALK_EVERY_S:
             return True
         used, entries, free = self.walked
         if free is None or now is None:
@@ -175,7 +181,7 @@ class DiskWatch:
                 continue
             pids = [p for root in side.roots() for p in (root, *descendants(root))]
             used, entries, hidden = usage(side.folders, pids, self.max_entries)
-            side.walked = (used, entries, free)
+            side.walked, side.walked_at = (used, entries, free), time.monotonic()
             self.walks += 1
             self.peak[side.side] = max(self.peak.get(side.side, 0), used)
             if used > self.limit:

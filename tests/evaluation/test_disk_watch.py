@@ -112,6 +112,23 @@ def test_the_thread_stops_a_writer(tmp_path: Path) -> None:
     assert len(list(tmp_path.iterdir())) < 200
 
 
+def test_freed_space_elsewhere_hides_growth_for_one_walk_period_at_most(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A colluder that deletes what it wrote raises the free space as fast as this side fills
+    # it: the free-space test sees nothing, the periodic walk still does.
+    reports: list[str] = []
+    watch = disk_watch.DiskWatch(limit=4 * MIB, period=3600)
+    watch.watch("candidate", [tmp_path], roots=list, over=reports.append)
+    watch.check()
+    write(tmp_path / "big", 8)
+    monkeypatch.setattr(disk_watch, "_free", lambda folders: (2**40, 2**30))  # never falls
+    watch.check()
+    assert reports == []  # within the period: only the free space was read
+    monkeypatch.setattr(disk_watch, "WALK_EVERY_S", 0.0)
+    watch.check()
+    assert len(reports) == 1
+
+
 def test_no_walk_while_the_free_space_holds(tmp_path: Path) -> None:
     # The judge's thread walks nothing while no side could have grown past the limit.
     watch = disk_watch.DiskWatch(limit=2**30, period=3600)
