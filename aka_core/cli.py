@@ -633,13 +633,14 @@ def _resume_hint() -> str:
 def _check_environment() -> None:
     """Variables aka reads deep inside an evaluation, checked once here: a bad value is one
     usage error, not an evaluator fault in every evaluation."""
-    if os.environ.get("AKA_SCRATCH_LIMIT"):
-        from aka_core.evaluation import disk_watch
+    for name in ("AKA_SCRATCH_LIMIT", "AKA_MEMORY_LIMIT"):
+        if os.environ.get(name):
+            from aka_core.evaluation import disk_watch
 
-        try:
-            disk_watch.limit_bytes()
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            try:
+                disk_watch.size_from_env(name, 0)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -952,15 +952,22 @@ PY2
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   66)
-    # The shortest check of the sandbox on a GPU (about 100 s): its tests on this kernel, two
-    # stored solutions judged (Triton, CUDA), then the OOM and disk exploits and one seccomp
-    # exploit.
+    # The shortest check of the sandbox on a GPU (about two minutes): its tests on this kernel
+    # (the memory watch's too), two stored solutions judged (Triton, CUDA) with what each side
+    # held of the host's memory, then the memory, process, System V and disk exploits and one
+    # seccomp exploit.
     timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_oom_score.py \
-      tests/evaluation/test_seccomp.py 2>&1 | tail -6
+      tests/evaluation/test_seccomp.py tests/evaluation/test_memory_watch.py 2>&1 | tail -6
     python3 bench/gpu_bench.py --out "$out/replay" --sections replay --deadline-s 40 \
       --tasks triton2triton/gelu cuda2cuda/transpose 2>&1 | tail -12
-    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 50 \
-      --exploits hide_from_the_oom_killer fill_the_disk limit_the_judge 2>&1 \
+    python3 - "$out/replay/bench.json" <<'PY'
+import json, sys
+for task, row in json.load(open(sys.argv[1])).get("replay", {}).items():
+    print("host memory", task, json.dumps(row.get("memory")))
+PY
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 70 \
+      --exploits hide_from_the_oom_killer hide_memory_in_a_memfd spawn_a_thousand_processes \
+      leave_shared_memory_behind fill_the_disk limit_the_judge 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   67)

@@ -165,7 +165,8 @@ def perf_summary(result: dict[str, Any]) -> dict[str, Any]:
                         "clean_placement": (c.get("clean") or {}).get("placement"),
                         "samples_ms": c.get("samples_ms")}
                      for c in perf.get("cases", [])],
-           "wall_clock_check": ev.get("wall_clock_check", {}).get("passed")}
+           "wall_clock_check": ev.get("wall_clock_check", {}).get("passed"),
+           "memory": (ev.get("diagnostics") or {}).get("memory")}
     if ev.get("failure"):
         out["failure"] = {k: ev["failure"].get(k) for k in ("kind", "phase", "message", "file",
                                                               "line")}

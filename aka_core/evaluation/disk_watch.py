@@ -44,17 +44,23 @@ _SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 def limit_bytes(environ: Any = None) -> int:
     """The limit from ``AKA_SCRATCH_LIMIT`` (default 8 GiB); ValueError names a bad value."""
-    text = (os.environ if environ is None else environ).get(ENV, "").strip()
+    return size_from_env(ENV, DEFAULT_LIMIT, environ)
+
+
+def size_from_env(name: str, default: int, environ: Any = None) -> int:
+    """A size in bytes from the variable ``name`` (bytes, or a number with a K, M, G or T
+    suffix), ``default`` where it is unset; ValueError names a bad value."""
+    text = (os.environ if environ is None else environ).get(name, "").strip()
     if not text:
-        return DEFAULT_LIMIT
+        return default
     scale = _SUFFIXES.get(text[-1].upper(), 1)
     number = text[:-1] if scale != 1 else text
     try:
         value = int(float(number) * scale)
     except ValueError:
-        raise ValueError(f"{ENV}={text!r}: give bytes, or a number with K, M, G or T") from None
+        raise ValueError(f"{name}={text!r}: give bytes, or a number with K, M, G or T") from None
     if value <= 0:
-        raise ValueError(f"{ENV}={text!r}: the limit must be positive")
+        raise ValueError(f"{name}={text!r}: the limit must be positive")
     return value
 
 
@@ -108,7 +114,7 @@ def usage(folders: Iterable[Path], pids: Iterable[int], max_entries: int = MAX_E
     return used + hidden, entries, hidden
 
 
-def _size(value: int) -> str:
+def size_text(value: int) -> str:
     return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.1f} MiB"
 
 
@@ -185,8 +191,8 @@ class DiskWatch:
             self.walks += 1
             self.peak[side.side] = max(self.peak.get(side.side, 0), used)
             if used > self.limit:
-                message = (f"it used {_size(used)} of disk ({_size(hidden)} in files it deleted "
-                           f"but kept open), over the limit of {_size(self.limit)} "
+                message = (f"it used {size_text(used)} of disk ({size_text(hidden)} in files it deleted "
+                           f"but kept open), over the limit of {size_text(self.limit)} "
                            f"({ENV})")
             elif entries > self.max_entries:
                 message = (f"it made more than {self.max_entries} files and folders in its "

@@ -55,7 +55,14 @@ from aka_core.evaluation.failures import INFRA, FailureKind, JudgeFailure
 from aka_core.evaluation.request import EvaluationRequest
 from aka_core.evaluation.sandbox import SANDBOX_PROTECTED_ALWAYS
 from aka_core.evaluation.seeds import derive_seed, draw_held_out
-from aka_core.evaluation.sides import DISK_LIMIT, RAISED, RunnerProcess, SideFailure
+from aka_core.evaluation.sides import (
+    DISK_LIMIT,
+    MEMORY_LIMIT,
+    RAISED,
+    WATCHED,
+    RunnerProcess,
+    SideFailure,
+)
 from aka_core.evaluation.steps import Steps, summed_seconds
 from aka_core.models import TASK_FILE
 from aka_core.plugin.host import cached_host
@@ -109,6 +116,7 @@ class Judge:
         self.sides_quiet = False  # set once the timing ended normally (see ``close``)
         self.holding: holder_cpus.Holding | None = None
         self.disk: Any = None  # disk_watch.DiskWatch, from the runners' start
+        self.memory: Any = None  # memory_watch.MemoryWatch, from the runners' start
         self.builder_processes: dict[str, RunnerProcess] = {}
 
     # ------------------------------------------------------------------ phases
@@ -138,7 +146,7 @@ class Judge:
         self.phase("startup")
         sides.become_subreaper()
         self.start_runners()
-        self.watch_disk()
+        self.watch_sides()
         self.load_task_side()
         builders = self.start_builders()
         if self.device == "cuda":
@@ -259,16 +267,19 @@ class Judge:
                 candidate=None if req.candidate is None else SideRef(root=roots["candidate"],
                                                                      ref=req.candidate.ref))
 
-    def watch_disk(self) -> None:
-        """Each side's disk use watched while it lives: over the limit, it is killed and its
-        runner's death is a ``resources`` failure (``disk_watch``)."""
-        from aka_core.evaluation import disk_watch
+    def watch_sides(self) -> None:
+        """Each side's disk and memory use watched while it lives: over a limit, it is killed
+        and its runner's death is a ``resources`` failure (``disk_watch``, ``memory_watch``)."""
+        from aka_core.evaluation import disk_watch, memory_watch
 
         self.disk = disk_watch.DiskWatch()
+        self.memory = memory_watch.MemoryWatch()
         for side in self.runners:
+            roots = functools.partial(self._side_processes, side)
             self.disk.watch(side, [self.side_scratch[side], self.scratch / f"{side}-builder"],
-                            roots=functools.partial(self._side_processes, side),
-                            over=functools.partial(self._over_disk_limit, side))
+                            roots=roots, over=functools.partial(self._over_limit, side, DISK_LIMIT))
+            self.memory.watch(side, roots=roots,
+                              over=functools.partial(self._over_limit, side, MEMORY_LIMIT))
 
     def _side_processes(self, side: str) -> list[int]:
         """The roots of a side's processes: its runner, its builder and its strays."""
@@ -295,11 +306,13 @@ class Judge:
                     strays.append(pid)
         return strays
 
-    def _over_disk_limit(self, side: str, message: str) -> None:
-        """The watch's verdict (from its thread): the side and what it started killed now."""
+    def _over_limit(self, side: str, cause: str, message: str) -> None:
+        """A watch's verdict (from its thread): the side and what it started killed now."""
         from aka_core.processes import signal_tree
 
-        self.runners[side].over_limit = message
+        runner = self.runners[side]
+        if runner.over_limit is None:  # the first verdict is the one the record gives
+            runner.over_cause, runner.over_limit = cause, message
         for process in self._side_runners(side):
             process.kill_soon()
         for pid in self._strays(side):
@@ -500,9 +513,10 @@ class Judge:
     def side_failure(self, side: str, exc: SideFailure, phase: str) -> JudgeFailure:
         """A runner's failure as the evaluation's: the candidate's fault, or the task's/host's."""
         details = dict(exc.details)
-        if details.get("cause") == DISK_LIMIT:
-            # Killed for filling the disk (``disk_watch``), in any phase: its builder's code may
-            # have run before the runner's. A baseline that does so breaks the task.
+        if details.get("cause") in WATCHED:
+            # Killed for filling the disk or the host's memory (``disk_watch``,
+            # ``memory_watch``), in any phase: its builder's code may have run before the
+            # runner's. A baseline that does so breaks the task.
             kind = FailureKind.RESOURCES if side == "candidate" else FailureKind.TASK_ERROR
             return JudgeFailure(kind, f"{side}: {exc}", phase_of_failure=phase, **details)
         if phase == "startup":  # no code of the side has run yet: aka's or the host's fault
@@ -1267,6 +1281,8 @@ def main(argv: list[str] | None = None) -> int:
     result["diagnostics"]["quick_compare"] = fused_compare.summary()
     if judge.disk is not None:
         result["diagnostics"]["disk"] = judge.disk.stop()
+    if judge.memory is not None:
+        result["diagnostics"]["memory"] = judge.memory.stop()
     if "failure" in result:
         result["failure"].setdefault("retryable", result["failure"]["kind"] == INFRA)
         for side, runner in judge.runners.items():

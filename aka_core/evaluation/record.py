@@ -108,7 +108,8 @@ class Failure(OpenRecord):
     whether alone was on the same memory (``same``: the reward service blames a candidate that
     reads this in every attempt, on a GPU whose clocks held: ``performance.gpu_state``) or on
     new memory (``new``). ``disk_limit``: the side was killed for filling the disk
-    (``disk_watch``)."""
+    (``disk_watch``); ``memory_limit``: for the host memory or the processes it held
+    (``memory_watch``)."""
     placement: str | None = None
     traceback: str | None = None
     log_tail: str | None = None
@@ -573,6 +574,7 @@ class Diagnostics(OpenRecord):
     """Per side, per request kind (``init``, ``load``, ``call`` ...)."""
     quick_compare: QuickCompares | None = None
     disk: DiskUse | None = None
+    memory: MemoryUse | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -585,6 +587,23 @@ class DiskUse(OpenRecord):
     system's free space fell by enough for a side to be over the limit)."""
     peak_bytes: dict[str, int] | None = None
     """Per side: the most its scratch folders and its deleted, still open files held at once."""
+
+
+@attrs.frozen(kw_only=True)
+class MemoryUse(OpenRecord):
+    """The sides' host memory, watched while they lived (``memory_watch``)."""
+
+    limit_bytes: int | None = None
+    measures: int | None = None
+    """How many times a side was measured (every second, and whenever the host's available
+    memory fell by enough for a side to be over the limit, or ran short)."""
+    peak_bytes: dict[str, int] | None = None
+    """Per side: the most its processes' anonymous and shared pages, swap and memory files
+    held at once."""
+    least_available_bytes: int | None = None
+    """The host's least available memory the watch read (``MemAvailable``)."""
+    host_short: bool | None = None
+    """Whether the host's available memory fell below the watch's reserve (a tenth of it)."""
 
 
 # --------------------------------------------------------------------------- a harness's section

@@ -10,8 +10,9 @@ or not. From a runner, they reach the judge, the other side's runner, and every 
 of the host: slowed past its phase limits, that evaluation's candidate would be blamed.
 
 The filter refuses them (``EPERM``) unless they name the runner itself (pid 0 or its own pid);
-reading a limit stays allowed. Calls of another architecture's syscall table (32-bit
-``int 0x80``, x32), which would pass a filter written for this one's numbers, are refused too.
+reading a limit stays allowed. It refuses System V IPC whole (``SYSV_IPC``). Calls of another
+architecture's syscall table (32-bit ``int 0x80``, x32), which would pass a filter written for
+this one's numbers, are refused too.
 A thread of the runner's own named by its thread id is refused as well (a filter cannot tell it
 from another process): thread pools bind their threads so only when asked (``OMP_PROC_BIND``,
 ``OMP_PLACES``), which the runners' environment leaves out.
@@ -54,6 +55,17 @@ TABLES = {
                              "sched_setparam": 118, "sched_setscheduler": 119,
                              "sched_setaffinity": 122, "sched_setattr": 274}),
 }
+# System V IPC (shared memory, semaphores, message queues): refused whole.
+SYSV_IPC = {
+    "x86_64": (29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220),
+    "aarch64": tuple(range(186, 198)),
+}
+"""A System V shared memory segment outlives every process that made or mapped it: written,
+detached and left, it holds the host's memory where no process's size shows it, and no OOM
+kill frees it, until the host reboots. Runners share the host's IPC namespace (a namespace of
+their own needs ``CAP_SYS_ADMIN``), so they could also reach the segments, semaphores and
+queues of every other process of the same user. Nothing a runner loads uses them (PyTorch,
+Triton and the CUDA driver share memory through file descriptors)."""
 SCHEDULING = ("sched_setparam", "sched_setscheduler", "sched_setaffinity", "sched_setattr")
 """Calls whose first argument names the process (or thread) they change."""
 PRIO_PROCESS = 0
@@ -83,6 +95,8 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     op(_JEQ, nr["ioprio_set"], "ioprio", 0)
     for name in SCHEDULING:
         op(_JEQ, nr[name], "pid", 0)
+    for number in SYSV_IPC[machine]:
+        op(_JEQ, number, "refuse", 0)
     op(_RET, _ALLOW)
     # sched_set*(pid, ...): itself.
     label("pid")
@@ -144,4 +158,4 @@ def install(own_pid: int | None = None) -> str | None:
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         return None
     return ("seccomp: other processes' resource limits, priorities and scheduling refused; "
-            "other architectures' syscalls refused")
+            "System V IPC refused; other architectures' syscalls refused")

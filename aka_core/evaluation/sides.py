@@ -72,6 +72,10 @@ def reap() -> None:
 
 DISK_LIMIT = "disk_limit"
 """A failure's ``cause`` when the judge killed the side for its disk use (``disk_watch``)."""
+MEMORY_LIMIT = "memory_limit"
+"""A failure's ``cause`` when the judge killed the side for the host memory or the processes
+it held (``memory_watch``)."""
+WATCHED = (DISK_LIMIT, MEMORY_LIMIT)
 
 
 class RunnerProcess:
@@ -114,7 +118,9 @@ class RunnerProcess:
         self._sent = ("", 0.0)
         self.dead = False
         self.over_limit: str | None = None
-        """Why the judge killed this side for its disk use (``disk_watch``), if it did."""
+        """Why the judge killed this side for its disk or memory use (``disk_watch``,
+        ``memory_watch``), if it did; ``over_cause`` says which."""
+        self.over_cause = DISK_LIMIT
 
     # ------------------------------------------------------------------ messages
     def send(self, **message: Any) -> None:
@@ -192,7 +198,7 @@ class RunnerProcess:
         if self.over_limit is not None:
             self.dead = True
             return SideFailure(FailureKind.RESOURCES, f"the {self.side} was stopped: "
-                               f"{self.over_limit}", side=self.side, cause=DISK_LIMIT,
+                               f"{self.over_limit}", side=self.side, cause=self.over_cause,
                                log_tail=tail(self.log_path))
         code = self.proc.poll()
         if code is None:

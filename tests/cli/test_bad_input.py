@@ -366,6 +366,14 @@ def test_a_bad_disk_limit_is_a_usage_error(capsys: pytest.CaptureFixture[str], t
     assert_clear(code, text, "AKA_SCRATCH_LIMIT='lots': give bytes, or a number with K, M, G or T")
 
 
+def test_a_bad_memory_limit_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AKA_MEMORY_LIMIT", "0")
+    task = write_task(tmp_path / "tasks")
+    code, text = run_aka(capsys, "eval", task, "--candidate", task)
+    assert_clear(code, text, "AKA_MEMORY_LIMIT='0': the limit must be positive")
+
+
 def test_eval_on_a_gpu_this_host_lacks_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path,
 ) -> None:

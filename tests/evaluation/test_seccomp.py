@@ -86,6 +86,14 @@ CHILD = textwrap.dedent("""
     attempt("own_limit_by_pid", lambda: resource.prlimit(os.getpid(), resource.RLIMIT_CORE, (0, 0)))
     attempt("own_priority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))
     attempt("own_priority_by_pid", lambda: os.setpriority(os.PRIO_PROCESS, os.getpid(), 6))
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    def shared_segment():  # made, then removed at once: a test leaves nothing behind
+        made = libc.shmget(0, 1 << 20, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+        if made < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        libc.shmctl(made, 0, None)  # IPC_RMID
+    attempt("sysv_shared_memory", shared_segment)
     helper.stdin.close()  # it ends (Landlock scopes signals: it cannot be killed from here)
     print(json.dumps({"record": record, "tried": tried}))
 """)
@@ -105,7 +113,7 @@ def test_without_the_filter_a_confined_process_reaches_other_processes(tmp_path:
     report = attempts(tmp_path, "off")
     assert report["record"]["other_processes"].startswith("unrestricted")
     for name in ("prlimit_parent", "setaffinity_other", "setscheduler_other",
-                 "setpriority_other", "prlimit_other"):
+                 "setpriority_other", "prlimit_other", "sysv_shared_memory"):
         assert report["tried"][name] == "done", (name, report)
 
 
@@ -118,7 +126,7 @@ def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path
     for name in ("prlimit_parent", "prlimit_parent_cpu", "setpriority_parent", "setpriority_user",
                  "setpriority_group", "setaffinity_parent", "setscheduler_parent",
                  "setparam_parent", "setaffinity_other", "setscheduler_other",
-                 "setpriority_other", "prlimit_other"):
+                 "setpriority_other", "prlimit_other", "sysv_shared_memory"):
         assert tried[name] == "Operation not permitted", (name, tried)
     for name in ("read_parent_limit", "own_limit", "own_limit_by_pid", "own_priority",
                  "own_priority_by_pid", "own_affinity", "own_affinity_by_pid", "own_scheduler",

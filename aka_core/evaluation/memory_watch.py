@@ -1,0 +1,242 @@
+"""A side that fills the host's memory is stopped, and blamed, before the judge is.
+
+Every process of a candidate's side starts with the highest OOM score (``sandbox``), so that the
+kernel's OOM killer takes it first. But a process may lower its own score, down to the last
+value a holder of ``CAP_SYS_RESOURCE`` wrote, and aka lacks that capability on many hosts (a
+container's root among them). There a candidate lowers its score to the judge's, fills the
+host's memory from many small processes, and the OOM killer takes the judge or the baseline's
+runner (the largest at that score): an ``infra_error``, a dropped sample rather than the
+candidate's zero. Memory held in a file instead of a mapping (a ``memfd`` written, never
+mapped) counts in no process's size at all, and the OOM killer cannot free it.
+
+So the judge measures each side's memory while the side lives, as killing it would free it:
+the anonymous and shared pages its processes map, their swap (``RssAnon``, ``RssShmem``,
+``VmSwap``), and the memory files (``memfd``, ``/dev/shm``) they hold open, each file once;
+its processes are found as the disk watch finds them (``Judge._side_processes``). A side is
+killed with everything it started, and its runner's death is a ``resources`` failure naming
+what it held, when
+
+- it holds more than ``limit_bytes`` (``AKA_MEMORY_LIMIT``: bytes, or with a K/M/G/T suffix;
+  default a quarter of the host's memory, at most 16 GiB), or more than ``MAX_PROCESSES``
+  processes (a fork bomb would exhaust the host's process ids; root is exempt from
+  ``RLIMIT_NPROC``);
+- or, for the candidate, the host runs short (its available memory below ``RESERVE`` of its
+  total) while the candidate holds more than the baseline plus ``SLACK``: the candidates of
+  many evaluations (one policy's rollouts all do the same thing) each under the limit fill a
+  host together, and each judge then stops its own.
+
+A baseline over the limit is the task's fault (``task_error``); a baseline is never stopped for
+the host's shortage. Every ``PERIOD_S`` the watch reads the host's available memory
+(``/proc/meminfo``, one read); it measures the sides when that fell by enough since their last
+measure for one to be over, while the host is short, and every ``MEASURE_EVERY_S`` whatever it
+says (other processes freeing memory would otherwise hide a side's growth).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aka_core.evaluation.disk_watch import size_from_env, size_text
+from aka_core.processes import descendants
+
+ENV = "AKA_MEMORY_LIMIT"
+LIMIT_CAP = 16 * 2**30
+MAX_PROCESSES = 1024
+PERIOD_S = 0.1
+MEASURE_EVERY_S = 1.0
+RESERVE = 0.10
+"""The host is short of memory below this fraction of its total available."""
+SLACK = 2**30
+"""Under a shortage, what a candidate may hold beyond its baseline: the same framework loaded
+twice costs about the same; a gigabyte more is the candidate's own doing."""
+_FIELDS = {b"RssAnon:", b"RssShmem:", b"VmSwap:"}
+_MEMORY_FILES = ("/memfd:", "/dev/shm/")
+
+
+def host_memory() -> tuple[int, int]:
+    """(total, available) bytes of the host's memory (``/proc/meminfo``)."""
+    total = available = 0
+    with open("/proc/meminfo", "rb") as handle:
+        for line in handle:
+            if line.startswith(b"MemTotal:"):
+                total = int(line.split()[1]) * 1024
+            elif line.startswith(b"MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                break
+    return total, available
+
+
+def default_limit() -> int:
+    """A quarter of the host's memory, at most ``LIMIT_CAP``."""
+    try:
+        total = host_memory()[0]
+    except (OSError, ValueError, IndexError):
+        total = 0
+    return min(LIMIT_CAP, total // 4) if total > 0 else LIMIT_CAP
+
+
+def limit_bytes(environ: Any = None) -> int:
+    """The limit from ``AKA_MEMORY_LIMIT`` (default ``default_limit()``); ValueError names a
+    bad value."""
+    environ = os.environ if environ is None else environ
+    return size_from_env(ENV, 0, environ) or default_limit()
+
+
+def process_memory(pid: int) -> int:
+    """What killing ``pid`` frees of its mappings: its anonymous and shared resident pages and
+    its swap, in bytes (0 for a process gone)."""
+    used = 0
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                parts = line.split()
+                if parts and parts[0] in _FIELDS:
+                    used += int(parts[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return used
+
+
+def memory_files(pids: list[int]) -> int:
+    """Bytes of the memory files (``memfd``, ``/dev/shm``) the processes ``pids`` hold open,
+    each file once (the pages a process maps count in its ``RssShmem`` as well)."""
+    seen: set[tuple[int, int]] = set()
+    held = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                path = f"/proc/{pid}/fd/{fd}"
+                with contextlib.suppress(OSError):
+                    if not os.readlink(path).startswith(_MEMORY_FILES):
+                        continue
+                    info = os.stat(path)
+                    if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in seen:
+                        seen.add((info.st_dev, info.st_ino))
+                        held += info.st_blocks * 512
+    return held
+
+
+def side_memory(pids: list[int]) -> int:
+    """The memory of the processes ``pids`` together (``process_memory`` and ``memory_files``)."""
+    return sum(process_memory(pid) for pid in pids) + memory_files(pids)
+
+
+class Watched:
+    """One side: the roots of its processes, what to do when it is over, its last measure."""
+
+    def __init__(self, side: str, roots: Callable[[], list[int]], over: Callable[[str], None]):
+        self.side, self.roots, self.over = side, roots, over
+        self.done = False
+        self.used = 0
+        self.measured: tuple[float, int | None] | None = None
+        """The last measure: (when, the host's available memory then)."""
+
+
+class MemoryWatch:
+    """A thread of the judge that reads the host's available memory every ``period`` seconds
+    and measures the watched sides when they may be over."""
+
+    def __init__(self, limit: int | None = None, period: float = PERIOD_S,
+                 max_processes: int = MAX_PROCESSES,
+                 host: Callable[[], tuple[int, int]] = host_memory):
+        self.limit = limit_bytes() if limit is None else limit
+        self.period, self.max_processes, self.host = period, max_processes, host
+        self.sides: list[Watched] = []
+        self.peak: dict[str, int] = {}
+        self.measures = 0
+        self.least_available: int | None = None
+        self.short = False
+        """Whether the host ran short of memory while the sides were watched."""
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, side: str, roots: Callable[[], list[int]],
+              over: Callable[[str], None]) -> None:
+        """Measure ``side``: the processes below ``roots()``; ``over(message)`` once, when it is
+        over (the caller kills the side and keeps the message)."""
+        with self._lock:
+            self.sides.append(Watched(side, roots, over))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="aka-memory-watch",
+                                            daemon=True)
+            self._thread.start()
+
+    def check(self) -> None:
+        """One step: the host's memory read, the sides measured where they may be over."""
+        with self._lock:
+            sides = [s for s in self.sides if not s.done]
+        try:
+            total, available = self.host()
+        except (OSError, ValueError, IndexError):  # no /proc/meminfo: the sides by time alone
+            total, available = 0, None
+        if available is not None and (self.least_available is None
+                                      or available < self.least_available):
+            self.least_available = available
+        short = available is not None and available < RESERVE * total
+        self.short = self.short or short
+        now = time.monotonic()
+        for side in sides:
+            if short or self._may_be_over(side, available, now):
+                self._measure(side, available, now)
+        if short and available is not None:
+            self._stop_the_heavy_candidate(available, total)
+
+    def _may_be_over(self, side: Watched, available: int | None, now: float) -> bool:
+        """Whether a measure could find ``side`` over the limit: it cannot have grown by more
+        than the host's available memory fell since its last measure."""
+        if side.measured is None or now - side.measured[0] >= MEASURE_EVERY_S:
+            return True
+        before = side.measured[1]
+        if available is None or before is None:
+            return False
+        return side.used + max(0, before - available) > self.limit
+
+    def _measure(self, side: Watched, available: int | None, now: float) -> None:
+        pids = [p for root in side.roots() for p in (root, *descendants(root))]
+        side.used, side.measured = side_memory(pids), (now, available)
+        self.measures += 1
+        self.peak[side.side] = max(self.peak.get(side.side, 0), side.used)
+        if side.used > self.limit:
+            self._over(side, f"it held {size_text(side.used)} of the host's memory, over the "
+                             f"limit of {size_text(self.limit)} ({ENV})")
+        elif len(pids) > self.max_processes:
+            self._over(side, f"it ran {len(pids)} processes at once, over the limit of "
+                             f"{self.max_processes}")
+
+    def _stop_the_heavy_candidate(self, available: int, total: int) -> None:
+        by_side = {s.side: s for s in self.sides}
+        candidate, baseline = by_side.get("candidate"), by_side.get("baseline")
+        if candidate is None or candidate.done:
+            return
+        allowed = (0 if baseline is None else baseline.used) + SLACK
+        if candidate.used > allowed:
+            self._over(candidate, f"it held {size_text(candidate.used)} of the host's memory "
+                                  f"(its baseline {size_text(allowed - SLACK)}) while the host "
+                                  f"ran short ({size_text(available)} of "
+                                  f"{size_text(total)} available)")
+
+    def _over(self, side: Watched, message: str) -> None:
+        side.done = True
+        side.over(message)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            with contextlib.suppress(Exception):  # a measurement never fails the judge
+                self.check()
+
+    def stop(self) -> dict[str, Any]:
+        """Stop the thread; the record's summary (the limit, each side's peak, the host's
+        least available memory and whether it ran short)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        return {"limit_bytes": self.limit, "measures": self.measures,
+                "peak_bytes": {side: used for side, used in sorted(self.peak.items())},
+                "least_available_bytes": self.least_available, "host_short": self.short}
