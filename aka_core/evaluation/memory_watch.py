@@ -144,9 +144,12 @@ class MemoryWatch:
 
     def __init__(self, limit: int | None = None, period: float = PERIOD_S,
                  max_processes: int = MAX_PROCESSES,
-                 host: Callable[[], tuple[int, int]] = host_memory):
+                 host: Callable[[], tuple[int, int]] = host_memory, shortage: bool = True):
         self.limit = limit_bytes() if limit is None else limit
         self.period, self.max_processes, self.host = period, max_processes, host
+        self.shortage = shortage
+        """Whether a short host stops a candidate heavier than its baseline (a watch of one
+        side, an e2e engine's, has no baseline to weigh it against: it keeps the limit alone)."""
         self.sides: list[Watched] = []
         self.peak: dict[str, int] = {}
         self.measures = 0
@@ -185,7 +188,7 @@ class MemoryWatch:
         for side in sides:
             if short or self._may_be_over(side, available, now):
                 self._measure(side, available, now)
-        if short and available is not None:
+        if short and available is not None and self.shortage:
             self._stop_the_heavy_candidate(available, total)
 
     def _may_be_over(self, side: Watched, available: int | None, now: float) -> bool:

@@ -24,7 +24,8 @@ What is stable, by group:
   ``native`` (compiled backends: builds, caches, compile-only hosts), ``PythonBackend`` and
   ``innermost_location`` (backends whose candidates are Python), ``CliAgent`` / ``CliCommand`` /
   ``CliRun`` and their helpers (agents that drive a CLI), ``sandbox`` (confining a process),
-  ``disk_watch`` (stopping a confined process that fills the disk), ``protocol`` (the judge's
+  ``disk_watch`` and ``memory_watch`` (stopping a confined process that fills the disk, or
+  the host's memory or process ids), ``protocol`` (the judge's
   pipe to a runner), ``scoring`` (scorer gates), ``gpus``.
 - helpers: YAML/JSON reading and atomic writing, ``structure`` / ``unstructure`` (the one
   converter), schema validation, process-tree signalling, the judge's runner environment, run and
@@ -92,7 +93,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from aka_core import gpus
     from aka_core.commands.smoke import Check, read_facts, runtime_checks
     from aka_core.convert import structure, unstructure
-    from aka_core.evaluation import disk_watch, protocol, sandbox
+    from aka_core.evaluation import disk_watch, memory_watch, protocol, sandbox
     from aka_core.evaluation.evaluate import worker_base_environment
     from aka_core.evaluation.judge import SANDBOX_PROTECTED_ALWAYS, runner_environment
     from aka_core.kits import native, scoring
@@ -134,6 +135,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "native": ("aka_core.kits.native", None),
     "sandbox": ("aka_core.evaluation.sandbox", None),
     "disk_watch": ("aka_core.evaluation.disk_watch", None),
+    "memory_watch": ("aka_core.evaluation.memory_watch", None),
     "scoring": ("aka_core.kits.scoring", None),
     "gpus": ("aka_core.gpus", None),
     "protocol": ("aka_core.evaluation.protocol", None),
@@ -250,6 +252,7 @@ __all__ = [
     "line_of",
     "load_plain_yaml",
     "load_yaml",
+    "memory_watch",
     "native",
     "now_iso",
     "protocol",

@@ -93,6 +93,7 @@ EXPECTED_PLUGIN_ALL = [
     "hookimpl",
     "innermost_location",
     "line_of",
+    "memory_watch",
     "load_plain_yaml",
     "load_yaml",
     "native",

@@ -147,6 +147,26 @@ def test_an_engine_that_fills_the_disk_is_stopped_and_blamed(task_dir: Path, tmp
     assert "over the limit of 32.0 MiB (AKA_SCRATCH_LIMIT)" in failure.message
 
 
+def test_an_engine_that_fills_the_hosts_memory_is_stopped_and_blamed(
+        task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The candidate's tree holds 1.5 GiB in memory files it never maps (in no process's size;
+    # each under the engine's file size limit) under a limit lowered to 1 GiB: killed at the
+    # limit, its arm's ``resources`` failure.
+    monkeypatch.setenv("AKA_MEMORY_LIMIT", "1G")
+    holder = ("import os, time\n"
+              "chunk = b'x' * (16 << 20)\n"
+              "held = [os.memfd_create(f'held{i}') for i in range(24)]\n"
+              "for fd in held:\n"
+              "    for _ in range(4):\n"
+              "        os.write(fd, chunk)\n"
+              "time.sleep(5)\n")
+    result = evaluate(task_dir, candidate(tmp_path, holder + OTHER_NORM))
+    failure = result.evaluation.failure
+    assert result.status == "completed" and not result.candidate_accepted
+    assert failure is not None and failure.kind == "resources" and failure.arm == "candidate"
+    assert "over the limit of 1.00 GiB (AKA_MEMORY_LIMIT)" in failure.message
+
+
 def test_a_broken_baseline_is_the_tasks_fault(task_dir: Path, tmp_path: Path) -> None:
     broken = tmp_path / "tasks" / "e2e" / "broken"
     shutil.copytree(task_dir, broken)

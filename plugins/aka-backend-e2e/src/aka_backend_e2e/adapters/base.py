@@ -179,8 +179,9 @@ class EngineCrashed(EngineFailure):
     kind = FailureKind.CRASHED
 
 
-class EngineOverDisk(EngineFailure):
-    """The engine's processes filled the disk past the limit (``disk_watch``): stopped."""
+class EngineOverLimit(EngineFailure):
+    """The engine's processes filled the disk or the host's memory past the limit, or ran too
+    many processes (``disk_watch``, ``memory_watch``): stopped."""
 
     kind = FailureKind.RESOURCES
     baseline_kind = FailureKind.TASK_ERROR

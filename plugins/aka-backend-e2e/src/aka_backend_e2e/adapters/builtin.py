@@ -38,7 +38,7 @@ from aka_backend_e2e.adapters.base import (
     ARMS,
     EngineCrashed,
     EngineFailure,
-    EngineOverDisk,
+    EngineOverLimit,
     EngineProtocolError,
     EngineSetupError,
     EngineTimeout,
@@ -259,10 +259,12 @@ class BuiltinRun:
         self.info: dict[str, Any] = {"log": str(log_path), "cpus": self.cpus}
         self.lines: queue.Queue[tuple[float, bytes | None, str | None]] = queue.Queue()
         self._stopped = False
-        from aka_core.plugin import disk_watch, sandbox
+        from aka_core.plugin import disk_watch, memory_watch, sandbox
 
-        # Made before the engine starts: a bad AKA_SCRATCH_LIMIT leaves no process behind.
+        # Made before the engine starts: a bad AKA_SCRATCH_LIMIT or AKA_MEMORY_LIMIT leaves no
+        # process behind.
         self.disk = disk_watch.DiskWatch()
+        self.memory = memory_watch.MemoryWatch(shortage=False)
         self.over_limit: str | None = None
         self._log = log_path.open("ab")
         try:
@@ -276,9 +278,10 @@ class BuiltinRun:
         # Before "confine", the engine runs nothing it was given: the OOM killer takes the
         # candidate's engine and what it starts first, then the baseline's, then the judge.
         sandbox.set_oom_score_adj(self.proc.pid, sandbox.oom_score_adj(arm))
-        # Its disk use watched while it lives: over the limit, the engine's tree is killed and
-        # its death is its arm's ``resources`` failure, not a host's fault.
-        self.disk.watch(arm, [scratch], roots=lambda: [self.proc.pid], over=self._over_disk)
+        # Its disk and memory use watched while it lives: over a limit, the engine's tree is
+        # killed and its death is its arm's ``resources`` failure, not a host's fault.
+        self.disk.watch(arm, [scratch], roots=lambda: [self.proc.pid], over=self._over_limit)
+        self.memory.watch(arm, roots=lambda: [self.proc.pid], over=self._over_limit)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin.fileno()
         os.set_blocking(self._stdin, False)
@@ -360,15 +363,16 @@ class BuiltinRun:
                                 f"({what})")
         return at, message
 
-    def _over_disk(self, message: str) -> None:
-        """The disk watch's verdict (from its thread): the engine and its tree killed now."""
-        self.over_limit = message
+    def _over_limit(self, message: str) -> None:
+        """A watch's verdict (from its thread): the engine and its tree killed now."""
+        if self.over_limit is None:  # the first verdict is the one the failure gives
+            self.over_limit = message
         kill_group(self.proc)
 
     def _failure(self, cls: type[EngineFailure], message: str, phase: str = "") -> EngineFailure:
         if self.over_limit is not None and cls in (EngineCrashed, EngineTimeout,
                                                    EngineProtocolError):
-            cls, message = EngineOverDisk, f"was stopped: {self.over_limit}"
+            cls, message = EngineOverLimit, f"was stopped: {self.over_limit}"
         if cls is EngineCrashed:
             try:
                 code = self.proc.wait(timeout=2)
@@ -633,6 +637,7 @@ class BuiltinRun:
             except subprocess.TimeoutExpired:
                 pass
         self.info["disk"] = self.disk.stop()
+        self.info["memory"] = self.memory.stop()
         kill_group(self.proc)
         # The reader sees end of file once the group is gone; join it before closing the pipe,
         # so that it never reads a descriptor number reused by someone else.
