@@ -965,6 +965,7 @@ import json, sys
 for task, row in json.load(open(sys.argv[1])).get("replay", {}).items():
     print("host memory", task, json.dumps(row.get("memory")))
 PY
+    timeout 60 python3 bench/pinned_memory_probe.py 2>&1 | tail -20
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 70 \
       --exploits hide_from_the_oom_killer hide_memory_in_a_memfd spawn_a_thousand_processes \
       leave_shared_memory_behind fill_the_disk limit_the_judge 2>&1 \
