@@ -166,8 +166,10 @@ class Judge:
             # Its processes onto the CPUs the service keeps for this GPU's holder, away from the
             # evaluations starting meanwhile (``holder_cpus``).
             self.holding = holder_cpus.hold()
-        for runner in self.runners.values():
-            runner.send(op="load")
+        for side in self.runners:
+            # A side may be gone already: killed by a watch for what its builder did, or
+            # exited on its own. Its failure, like every later one, is judged (``side_failure``).
+            self._send(side, "load", "startup")
         self.phase("compile")
         steps: dict[str, float] = {}  # diagnostics: the phase's seconds by step
         step = Steps(steps)
@@ -888,8 +890,9 @@ class Judge:
             called = ("baseline", "candidate") if repeat == 0 else ("candidate",)
             loaded = load_inputs([self.io[side] for side in called], inputs, output_budget(ref))
             for side in called:
-                self.runners[side].send(op="call", poison_bytes=expected_bytes * POISON_FACTOR,
-                                        profile=profile and side == "candidate", **loaded[side])
+                self._send(side, "call", "correctness",
+                           poison_bytes=expected_bytes * POISON_FACTOR,
+                           profile=profile and side == "candidate", **loaded[side])
             for side in called:
                 try:
                     reply = self._reply(side, "correctness")

@@ -363,6 +363,43 @@ def test_a_runner_lost_before_loading_its_code_is_the_evaluators_fault() -> None
     assert judge.side_failure("candidate", killed, "compile").kind == "crashed"
 
 
+class _GoneRunner:
+    """A runner a watch killed (``over_limit``), whose pipe is closed."""
+
+    def __init__(self, side: str, cause: str) -> None:
+        self.side, self.over_limit, self.over_cause, self.dead = side, "it held 9 GiB", cause, False
+        self.log_path = Path("/nonexistent/runner.log")
+
+    def send(self, **message: object) -> None:
+        from aka_core.evaluation.sides import RunnerProcess
+
+        raise RunnerProcess._gone(self, "the pipe is closed")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cause", ["memory_limit", "disk_limit"])
+def test_a_request_to_a_side_a_watch_killed_is_its_failure_in_any_phase(cause: str) -> None:
+    # Its builder's code may have run (GPU hosts build ahead) before the runner loaded any: the
+    # request that finds it gone is judged as the watch's verdict, never as the judge's fault.
+    from aka_core.evaluation.judge import Judge, JudgeFailure
+    from aka_core.evaluation.request import EvaluationRequest, SideRef
+    from aka_core.models import Case
+
+    side = SideRef(root="/nonexistent", ref="k.py:f")
+    judge = Judge(EvaluationRequest(task_id="t", backend="triton", reference=side, inputs=side,
+                                    baseline=side, candidate=side,
+                                    cases=(Case(name="a", params={}),), tolerance={},
+                                    device="cpu"), channel=None)  # type: ignore[arg-type]
+    judge.runners = {s: _GoneRunner(s, cause) for s in ("baseline", "candidate")}  # type: ignore[misc]
+    for phase in ("startup", "correctness"):
+        with pytest.raises(JudgeFailure) as caught:
+            judge._send("candidate", "load", phase)
+        assert caught.value.kind == "resources" and "it held 9 GiB" in str(caught.value)
+        assert caught.value.details["cause"] == cause
+        with pytest.raises(JudgeFailure) as caught:
+            judge._send("baseline", "load", phase)
+        assert caught.value.kind == "task_error"
+
+
 # --------------------------------------------------------------------------- sampled timed audits
 
 
