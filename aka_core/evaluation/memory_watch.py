@@ -202,7 +202,8 @@ class MemoryWatch:
         return side.used + max(0, before - available) > self.limit
 
     def _measure(self, side: Watched, available: int | None, now: float) -> None:
-        pids = [p for root in side.roots() for p in (root, *descendants(root))]
+        # Each once: roots may name processes below other roots (an agent's remembered tree).
+        pids = list(dict.fromkeys(p for root in side.roots() for p in (root, *descendants(root))))
         side.used, side.measured = side_memory(pids), (now, available)
         self.measures += 1
         self.peak[side.side] = max(self.peak.get(side.side, 0), side.used)

@@ -144,6 +144,10 @@ class CliRun:
     """The CLI had not exited a few seconds after its final result event and was stopped."""
     duration_seconds: float = 0.0
     stderr_tail: str = ""
+    over_limit: str | None = None
+    """Why a watch stopped the CLI (its disk or memory use, its processes), if one did."""
+    watched: dict[str, Any] = attrs.Factory(dict)
+    """The watches' summaries (``disk``, ``memory``): the limits and the CLI's peaks."""
 
     @property
     def final_event_seen(self) -> bool:
@@ -426,7 +430,8 @@ class CliAgent:
         run = run_cli(cmd, invocation.workspace, env, invocation.logs_dir,
                       timeout=invocation.timeout_seconds,
                       grace=float(self.options.grace_seconds),
-                      is_final=self.is_final_event, sandboxed=bool(wrapper))
+                      is_final=self.is_final_event, sandboxed=bool(wrapper),
+                      watched=[private_home])
         try:
             usage = self.usage(run.events)
         except Exception as exc:  # a format we did not expect must not lose the run
@@ -443,6 +448,8 @@ class CliAgent:
         if run.stopped_after_result:
             message += (f"; stopped after its final result event (it had not exited within "
                         f"{RESULT_EXIT_SECONDS:g} s)")
+        if run.over_limit is not None:
+            message += f"; stopped: {run.over_limit}"
         if status != "completed":
             try:
                 reason = self.failure_reason(run)
@@ -462,7 +469,10 @@ class CliAgent:
                               message=message + usage_note, usage=usage, confinement=confinement)
 
     def status_of(self, run: CliRun) -> AgentStatus:
-        """``timed_out``, what ``classify`` says, else ``completed``/``failed`` by the exit."""
+        """``failed`` where a watch stopped it, ``timed_out``, what ``classify`` says, else
+        ``completed``/``failed`` by the exit."""
+        if run.over_limit is not None:
+            return "failed"
         if run.timed_out:
             return "timed_out"
         try:
@@ -508,22 +518,33 @@ class CliAgent:
             search_path=env.get("PATH"))
         env.update(agent_sandbox.environment_for(env, private_home))
         return agent_sandbox.wrap([], plan, bwrap), {"confined": True,
-                                                      **agent_sandbox.describe(plan)}
+                                                      **agent_sandbox.describe(plan, bwrap)}
 
 
 def run_cli(cmd: CliCommand, cwd: Path, env: Mapping[str, str], logs_dir: Path, *,
             timeout: float, grace: float = GRACE_SECONDS,
             is_final: Callable[[Mapping[str, Any]], bool] | None = None,
-            sandboxed: bool = False) -> CliRun:
+            sandboxed: bool = False, watched: Sequence[Path] = ()) -> CliRun:
     """Run one CLI launch to completion, to its budget, or to a few seconds after its final event
     (``is_final``); stream its events to agent.jsonl. When aka is interrupted meanwhile (Ctrl-C,
     SIGTERM), the CLI and everything it started are stopped and the interruption goes on.
 
     ``sandboxed``: ``cmd`` starts a sandbox (bwrap) around the CLI. SIGTERM then goes to what runs
     inside it, not to the sandbox, which would die at once and take the CLI with it (SIGKILL, by
-    ``--die-with-parent``) before the CLI could use its grace period."""
+    ``--die-with-parent``) before the CLI could use its grace period.
+
+    The CLI and everything it starts are held to the judge's limits (``disk_watch`` on ``cwd``
+    and ``watched``, ``memory_watch`` on its processes): over one, they are killed and the run
+    says why (``over_limit``). An agent is an adversary too: one that filled the disk or the
+    host's memory would fail every evaluation on the host, its own included, as the host's
+    fault."""
+    from aka_core.evaluation import disk_watch, memory_watch
+
     logs_dir.mkdir(parents=True, exist_ok=True)
     result = CliRun()
+    # Made before the CLI starts: a bad AKA_SCRATCH_LIMIT or AKA_MEMORY_LIMIT starts nothing.
+    disk = disk_watch.DiskWatch()
+    memory = memory_watch.MemoryWatch(shortage=False)
     started = time.monotonic()
     stderr_path = logs_dir / "agent.stderr.log"
     with open(logs_dir / "agent.jsonl", "a", encoding="utf-8") as events_out, \
@@ -531,6 +552,20 @@ def run_cli(cmd: CliCommand, cwd: Path, env: Mapping[str, str], logs_dir: Path, 
         stderr_start = stderr_out.tell()  # the file may hold an earlier launch's stderr
         proc = _launch(cmd, cwd, env, stderr_out)
         tree = ProcessTree(proc.pid)
+
+        def roots() -> list[int]:  # from a watch's thread: the tree's table may be changing
+            with contextlib.suppress(RuntimeError):
+                return [proc.pid, *list(tree.known)]
+            return [proc.pid]
+
+        def over(message: str) -> None:  # from a watch's thread
+            if result.over_limit is None:
+                result.over_limit = message
+            _signal_group(proc.pid, signal.SIGKILL)
+            tree.signal(signal.SIGKILL)
+
+        disk.watch("agent", [cwd, *watched], roots=roots, over=over)
+        memory.watch("agent", roots=roots, over=over)
         reader = threading.Thread(target=_pump_events, args=(proc, events_out, result, is_final),
                                   daemon=True)
         reader.start()
@@ -554,6 +589,7 @@ def run_cli(cmd: CliCommand, cwd: Path, env: Mapping[str, str], logs_dir: Path, 
                 _signal_group(proc.pid, signal.SIGKILL)
                 tree.signal(signal.SIGKILL)
                 reader.join(timeout=5)
+                result.watched = {"disk": disk.stop(), "memory": memory.stop()}
     result.duration_seconds = round(time.monotonic() - started, 3)
     try:
         with open(stderr_path, "rb") as handle:

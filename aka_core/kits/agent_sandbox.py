@@ -10,9 +10,15 @@ use the GPU), runs inside bubblewrap (``bwrap``):
   task's preserved copy (read-only; ``aka selfcheck`` loads it, and its task.yaml lists no
   held-out case), the Python installation and aka's packages, the CLI's own installation, the
   folders on its ``PATH``, a configured ``config_dir`` (read-write), the GPU lock folder;
-* a fresh ``/dev`` with only the GPU's devices added, a fresh ``/proc`` in a new PID namespace
-  (no other process of the host is visible or can be signalled), ``/proc/sys`` read-only, every
-  capability dropped, new IPC and UTS namespaces;
+* a fresh ``/dev`` with only the GPU's devices added, read-only but for a ``/dev/shm`` of
+  ``SHM_BYTES``, a fresh ``/proc`` in a new PID namespace (no other process of the host is
+  visible or can be signalled), ``/proc/sys`` read-only, every capability dropped, new IPC and
+  UTS namespaces;
+* each hidden folder an empty in-memory folder (``tmpfs``), read-only but for ``/tmp`` and
+  ``/var/tmp`` (``SCRATCH_BYTES`` each): files in a ``tmpfs`` are the host's memory, in no
+  process's size, which an agent could otherwise fill until the OOM killer took aka. Where
+  bubblewrap is older than 0.7 (no ``--size``) the hidden folders and ``/dev/shm`` are all
+  read-only instead;
 * the network as the host has it: a CLI must reach its model.
 
 Why not Landlock, which confines the runners: the CUDA driver writes below ``/proc/<pid>`` of
@@ -23,9 +29,11 @@ lose the GPU. Mount and PID namespaces give each of them its own ``/proc``.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +42,13 @@ import attrs
 
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/nvidia-uvm*", "/dev/kfd", "/dev/dri")
 ALWAYS_HIDDEN = ("/tmp", "/var/tmp", "/root", "/home")
+SCRATCH_FOLDERS = ("/tmp", "/var/tmp")
+"""Hidden folders an agent may write in (tools that ignore ``TMPDIR``): sized in-memory folders."""
+SCRATCH_BYTES = 512 * 2**20
+SHM_BYTES = 512 * 2**20
+"""``/dev/shm`` (POSIX shared memory, semaphores: ``multiprocessing``, data loaders)."""
+MOUNT_POINT_BYTES = 2**20
+"""A read-only hidden folder holds only the mount points of what comes back inside it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -136,16 +151,36 @@ def script_interpreter(program: Path, search_path: str | None) -> Path | None:
     return Path(found) if found else None
 
 
+@functools.cache
+def sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bubblewrap takes ``--size`` (0.7 and later)."""
+    try:
+        shown = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--size" in shown.stdout + shown.stderr
+
+
 def wrap(argv: Sequence[str], confinement: AgentConfinement, bwrap: str) -> list[str]:
     """``argv`` run inside bubblewrap under ``confinement``."""
+    sized = sizes_tmpfs(bwrap)
     args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--ro-bind", "/proc/sys", "/proc/sys"]
     for device in confinement.devices:
         args += ["--dev-bind", device, device]
+    if sized:
+        args += ["--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+    # Nothing else in /dev is written: bubblewrap's /dev is a tmpfs as large as half the host's
+    # memory (the devices stay usable on a read-only mount).
+    args += ["--remount-ro", "/dev"]
     # Parents before children: a folder hidden inside a hidden folder is mounted after it.
     for folder in sorted(confinement.hidden, key=lambda p: p.count("/")):
-        args += ["--tmpfs", folder]
+        if sized and folder in SCRATCH_FOLDERS:
+            args += ["--perms", "1777", "--size", str(SCRATCH_BYTES), "--tmpfs", folder]
+        else:
+            args += ["--perms", "0555", *(["--size", str(MOUNT_POINT_BYTES)] if sized else []),
+                     "--tmpfs", folder]
     for folder in sorted(confinement.read_only, key=lambda p: p.count("/")):
         args += ["--ro-bind", folder, folder]
     for folder in sorted(confinement.read_write, key=lambda p: p.count("/")):
@@ -153,9 +188,16 @@ def wrap(argv: Sequence[str], confinement: AgentConfinement, bwrap: str) -> list
     return [*args, "--", *argv]
 
 
-def describe(confinement: AgentConfinement) -> dict[str, object]:
-    return {"mechanism": "bubblewrap", "hidden": list(confinement.hidden),
-            "read_only": list(confinement.read_only), "read_write": list(confinement.read_write)}
+def describe(confinement: AgentConfinement, bwrap: str | None = None) -> dict[str, object]:
+    described: dict[str, object] = {
+        "mechanism": "bubblewrap", "hidden": list(confinement.hidden),
+        "read_only": list(confinement.read_only), "read_write": list(confinement.read_write)}
+    if bwrap is not None:
+        described["in_memory_folders"] = (
+            f"/tmp and /var/tmp {SCRATCH_BYTES >> 20} MiB, /dev/shm {SHM_BYTES >> 20} MiB, "
+            "the other hidden folders and /dev read-only" if sizes_tmpfs(bwrap) else
+            "all read-only (this bubblewrap cannot size them)")
+    return described
 
 
 def environment_for(env: Mapping[str, str], private_home: Path) -> dict[str, str]:

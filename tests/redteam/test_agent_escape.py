@@ -62,6 +62,27 @@ STAND_IN = textwrap.dedent('''\
         seen["signal_aka"] = "allowed"
     except OSError as exc:
         seen["signal_aka"] = f"denied: {{exc.strerror}}"
+    try:  # bubblewrap's /dev is an in-memory folder as large as half the host's memory
+        with open("/dev/aka-agent-file", "w") as handle:
+            handle.write("x")
+        seen["dev"] = "written"
+    except OSError as exc:
+        seen["dev"] = f"denied: {{exc.strerror}}"
+    fill = targets.get("fill") or {{}}
+    if fill.get("shm_mib"):  # more than /dev/shm's size: in-memory files, in no process's size
+        try:
+            with open("/dev/shm/aka-agent-fill", "wb") as handle:
+                for _ in range(fill["shm_mib"]):
+                    handle.write(b"x" * (1 << 20))
+            seen["shm"] = "filled"
+        except OSError as exc:
+            seen["shm"] = f"denied: {{exc.strerror}}"
+    if fill.get("hold_mib"):  # more than the memory limit: the watch stops it meanwhile
+        held = bytearray(fill["hold_mib"] << 20)
+        for i in range(0, len(held), 4096):
+            held[i] = 1
+        import time
+        time.sleep(30)
     with open("kernel.py", "a") as handle:
         handle.write("\\n# tuned by the agent\\n")
     if targets.get("selfcheck"):
@@ -137,7 +158,8 @@ def _serve_hello(server: socket.socket) -> None:
             connection.sendall(b"hello")
 
 
-def invoke(layout: dict[str, Any], *, selfcheck: bool = False, **options: Any) -> dict[str, Any]:
+def invoke(layout: dict[str, Any], *, selfcheck: bool = False, fill: dict[str, int] | None = None,
+           **options: Any) -> dict[str, Any]:
     task_run = layout["task_run"]
     targets = {
         "read": {"task_yaml": str(layout["task_dir"] / "task.yaml"),
@@ -153,7 +175,7 @@ def invoke(layout: dict[str, Any], *, selfcheck: bool = False, **options: Any) -
                   "task_source": str(layout["task_dir"] / "reference.py"),
                   "records": str(task_run / "logs" / "agent.jsonl"),
                   "tmp": layout["host_tmp_file"]},
-        "aka_pid": os.getpid(), "selfcheck": selfcheck,
+        "aka_pid": os.getpid(), "selfcheck": selfcheck, "fill": fill or {},
         "endpoint_port": layout["endpoint_port"],
     }
     env = {"PATH": f"{layout['bin']}{os.pathsep}{os.environ['PATH']}",
@@ -183,13 +205,40 @@ def test_a_confined_agent_cannot_read_the_answer_key_nor_write_outside(
     # Hidden folders are empty in-memory folders inside: writing there changes nothing outside.
     assert "agent was here" not in (run_layout["task_dir"] / "reference.py").read_text()
     assert "agent was here" not in (run_layout["task_run"] / "logs" / "agent.jsonl").read_text()
-    assert seen["tmp"] == "written", "its own /tmp is private and writable"
+    from aka_core.kits import agent_sandbox
+
+    if agent_sandbox.sizes_tmpfs(agent_sandbox.bwrap_path() or "bwrap"):
+        assert seen["tmp"] == "written", "its own /tmp is private and writable"
+        assert "/tmp and /var/tmp 512 MiB" in execution.confinement["in_memory_folders"]
+    else:  # a bubblewrap that cannot size an in-memory folder leaves them all read-only
+        assert seen["tmp"].startswith("denied")
+    assert seen["dev"].startswith("denied"), "/dev is read-only"
     assert not Path(run_layout["host_tmp_file"]).exists(), "the host's /tmp was written"
     assert seen["processes_visible"] < 10, "the host's processes are visible"
     assert seen["signal_aka"].startswith("denied")
     assert seen["endpoint"] == "hello", "a confined agent must still reach its model"
     assert "# tuned by the agent" in (run_layout["task_run"] / "workspace" / "kernel.py").read_text()
     assert "hunter2" not in json.dumps(seen)
+
+
+def test_a_confined_agent_cannot_fill_the_hosts_memory_through_its_dev_shm(
+        run_layout: dict[str, Any]) -> None:
+    outcome = invoke(run_layout, fill={"shm_mib": 600})
+    assert outcome["execution"].status == "completed", outcome["execution"].message
+    assert outcome["report"]["shm"].startswith("denied"), outcome["report"]["shm"]
+
+
+def test_an_agent_over_the_memory_limit_is_stopped_and_says_so(
+        run_layout: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its CLI (and whatever it starts) holds 400 MiB under a limit lowered to 256 MiB: killed
+    # within a second, the agent step failed, the message saying why (not its budget's end).
+    monkeypatch.setenv("AKA_MEMORY_LIMIT", "256M")
+    outcome = invoke(run_layout, fill={"hold_mib": 400})
+    execution = outcome["execution"]
+    assert execution.status == "failed", execution.message
+    assert "stopped: it held" in (execution.message or "")
+    assert "over the limit of 256.0 MiB (AKA_MEMORY_LIMIT)" in (execution.message or "")
+    assert execution.duration_seconds < 20, "stopped by the watch, not at the end of its sleep"
 
 
 def test_a_confined_agent_still_runs_aka_selfcheck(run_layout: dict[str, Any]) -> None:
