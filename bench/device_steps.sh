@@ -954,8 +954,9 @@ PY2
   66)
     # The shortest check of the sandbox on a GPU (about two minutes): its tests on this kernel
     # (the memory watch's too), two stored solutions judged (Triton, CUDA) with what each side
-    # held of the host's memory, then the memory, process, System V and disk exploits and one
-    # seccomp exploit.
+    # held of the host's memory, whether pinned memory is counted, whether a confined agent
+    # keeps the GPU, then the memory, process, System V and disk exploits and one seccomp
+    # exploit.
     timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_oom_score.py \
       tests/evaluation/test_seccomp.py tests/evaluation/test_memory_watch.py 2>&1 | tail -6
     python3 bench/gpu_bench.py --out "$out/replay" --sections replay --deadline-s 40 \
@@ -966,6 +967,7 @@ for task, row in json.load(open(sys.argv[1])).get("replay", {}).items():
     print("host memory", task, json.dumps(row.get("memory")))
 PY
     timeout 60 python3 bench/pinned_memory_probe.py 2>&1 | tail -20
+    timeout 60 python3 bench/agent_sandbox_gpu_probe.py 2>&1 | tail -4
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 70 \
       --exploits hide_from_the_oom_killer hide_memory_in_a_memfd spawn_a_thousand_processes \
       leave_shared_memory_behind fill_the_disk limit_the_judge 2>&1 \
