@@ -46,7 +46,7 @@ def mappings() -> dict[str, dict[str, int]]:
 
 
 def state() -> dict[str, Any]:
-    return {"counted": memory_watch.side_memory([os.getpid()]),
+    return {"counted": memory_watch.side_memory([os.getpid()])[0],
             "available": memory_watch.host_memory()[1], "status": status_fields(),
             "mappings": mappings()}
 

@@ -17,8 +17,9 @@ killed with everything it started, and its runner's death is a ``resources`` fai
 what it held, when
 
 - it holds more than ``limit_bytes`` (``AKA_MEMORY_LIMIT``: bytes, or with a K/M/G/T suffix;
-  default a quarter of the host's memory, at most 16 GiB), or more than ``MAX_PROCESSES``
-  processes (a fork bomb would exhaust the host's process ids; root is exempt from
+  default a quarter of the host's memory, at most 16 GiB), or runs more than ``MAX_PROCESSES``
+  processes or ``MAX_THREADS`` threads (each takes one of the host's process ids, 32768 on
+  many hosts: a fork or thread bomb would leave none for the judge; root is exempt from
   ``RLIMIT_NPROC``);
 - or, for the candidate, the host runs short (its available memory below ``RESERVE`` of its
   total) while the candidate holds more than the baseline plus ``SLACK``: the candidates of
@@ -48,6 +49,9 @@ from aka_core.processes import descendants
 ENV = "AKA_MEMORY_LIMIT"
 LIMIT_CAP = 16 * 2**30
 MAX_PROCESSES = 1024
+MAX_THREADS = 8192
+"""Threads of all of a side's processes: PyTorch's pools, the CUDA driver's and Triton's come to
+a few hundred on a large host."""
 PERIOD_S = 0.1
 MEASURE_EVERY_S = 1.0
 RESERVE = 0.10
@@ -91,16 +95,26 @@ def limit_bytes(environ: Any = None) -> int:
 def process_memory(pid: int) -> int:
     """What killing ``pid`` frees of its mappings: its anonymous and shared resident pages and
     its swap, in bytes (0 for a process gone)."""
-    used = 0
+    return process_status(pid)[0]
+
+
+def process_status(pid: int) -> tuple[int, int]:
+    """(``process_memory``, its threads) of ``pid`` from one read of its status; (0, 0) for a
+    process gone."""
+    used = threads = 0
     try:
         with open(f"/proc/{pid}/status", "rb") as handle:
             for line in handle:
                 parts = line.split()
-                if parts and parts[0] in _FIELDS:
+                if not parts:
+                    continue
+                if parts[0] in _FIELDS:
                     used += int(parts[1]) * 1024
+                elif parts[0] == b"Threads:":
+                    threads = int(parts[1])
     except (OSError, ValueError, IndexError):
-        return 0
-    return used
+        return 0, 0
+    return used, threads
 
 
 def memory_files(pids: list[int]) -> int:
@@ -122,9 +136,12 @@ def memory_files(pids: list[int]) -> int:
     return held
 
 
-def side_memory(pids: list[int]) -> int:
-    """The memory of the processes ``pids`` together (``process_memory`` and ``memory_files``)."""
-    return sum(process_memory(pid) for pid in pids) + memory_files(pids)
+def side_memory(pids: list[int]) -> tuple[int, int]:
+    """(the memory, the threads) of the processes ``pids`` together (``process_status`` and
+    ``memory_files``)."""
+    statuses = [process_status(pid) for pid in pids]
+    return (sum(used for used, _ in statuses) + memory_files(pids),
+            sum(threads for _, threads in statuses))
 
 
 class Watched:
@@ -144,9 +161,11 @@ class MemoryWatch:
 
     def __init__(self, limit: int | None = None, period: float = PERIOD_S,
                  max_processes: int = MAX_PROCESSES,
-                 host: Callable[[], tuple[int, int]] = host_memory, shortage: bool = True):
+                 host: Callable[[], tuple[int, int]] = host_memory, shortage: bool = True,
+                 max_threads: int = MAX_THREADS):
         self.limit = limit_bytes() if limit is None else limit
         self.period, self.max_processes, self.host = period, max_processes, host
+        self.max_threads = max_threads
         self.shortage = shortage
         """Whether a short host stops a candidate heavier than its baseline (a watch of one
         side, an e2e engine's, has no baseline to weigh it against: it keeps the limit alone)."""
@@ -204,7 +223,7 @@ class MemoryWatch:
     def _measure(self, side: Watched, available: int | None, now: float) -> None:
         # Each once: roots may name processes below other roots (an agent's remembered tree).
         pids = list(dict.fromkeys(p for root in side.roots() for p in (root, *descendants(root))))
-        side.used, side.measured = side_memory(pids), (now, available)
+        (side.used, threads), side.measured = side_memory(pids), (now, available)
         self.measures += 1
         self.peak[side.side] = max(self.peak.get(side.side, 0), side.used)
         if side.used > self.limit:
@@ -213,6 +232,9 @@ class MemoryWatch:
         elif len(pids) > self.max_processes:
             self._over(side, f"it ran {len(pids)} processes at once, over the limit of "
                              f"{self.max_processes}")
+        elif threads > self.max_threads:
+            self._over(side, f"it ran {threads} threads at once, over the limit of "
+                             f"{self.max_threads}")
 
     def _stop_the_heavy_candidate(self, available: int, total: int) -> None:
         by_side = {s.side: s for s in self.sides}

@@ -95,8 +95,8 @@ def test_a_memory_file_held_but_never_mapped_counts(
     held = memory_watch.memory_files([holder.pid])
     assert 48 * MIB <= held < 50 * MIB
     assert memory_watch.process_memory(holder.pid) < 40 * MIB  # its mappings miss it
-    assert memory_watch.side_memory([holder.pid, holder.pid]) >= 48 * MIB  # the file once:
-    assert memory_watch.memory_files([holder.pid, holder.pid]) == held
+    assert memory_watch.side_memory([holder.pid])[0] >= 48 * MIB
+    assert memory_watch.memory_files([holder.pid, holder.pid]) == held  # the file once
 
 
 def test_a_side_over_the_limit_is_reported_once_with_what_it_held(
@@ -142,6 +142,31 @@ def test_too_many_processes_is_over(children: list[subprocess.Popen[str]]) -> No
     assert reports == ["it ran 7 processes at once, over the limit of 5"]
 
 
+# A child that starts ``n`` sleeping threads, then says so and waits.
+THREADS = """
+import sys, threading, time
+for _ in range(int(sys.argv[1])):
+    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_too_many_threads_is_over(children: list[subprocess.Popen[str]]) -> None:
+    # Threads take process ids as processes do: a thread bomb is a fork bomb in one process.
+    spinner = start(THREADS, 40)
+    children.append(spinner)
+    reports: list[str] = []
+    watch = memory_watch.MemoryWatch(limit=2**40, period=3600, max_threads=40)
+    watch.watch("candidate", roots=lambda: [spinner.pid], over=reports.append)
+    watch.check()
+    assert reports == ["it ran 41 threads at once, over the limit of 40"]
+    control = memory_watch.MemoryWatch(limit=2**40, period=3600, max_threads=41)
+    control.watch("candidate", roots=lambda: [spinner.pid], over=reports.append)
+    control.check()
+    assert len(reports) == 1
+
+
 def test_the_thread_stops_a_growing_side(children: list[subprocess.Popen[str]]) -> None:
     grower = subprocess.Popen([sys.executable, "-c", (
         "import time\nheld = []\n"
@@ -167,9 +192,9 @@ class FakeHost:
         self.measured: list[int] = []
         monkeypatch.setattr(memory_watch, "descendants", lambda root: [])
 
-        def side_memory(pids: list[int]) -> int:
+        def side_memory(pids: list[int]) -> tuple[int, int]:
             self.measured.append(pids[0])
-            return held[pids[0]]
+            return held[pids[0]], 1
 
         monkeypatch.setattr(memory_watch, "side_memory", side_memory)
 
