@@ -970,7 +970,8 @@ PY
     timeout 60 python3 bench/agent_sandbox_gpu_probe.py 2>&1 | tail -4
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 70 \
       --exploits hide_from_the_oom_killer hide_memory_in_a_memfd spawn_a_thousand_processes \
-      leave_shared_memory_behind fill_the_disk limit_the_judge 2>&1 \
+      spawn_nine_thousand_threads leave_shared_memory_behind fill_the_disk limit_the_judge \
+      exit_after_its_answer 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   67)
