@@ -968,7 +968,7 @@ for task, row in json.load(open(sys.argv[1])).get("replay", {}).items():
 PY
     timeout 60 python3 bench/pinned_memory_probe.py 2>&1 | tail -20
     timeout 60 python3 bench/agent_sandbox_gpu_probe.py 2>&1 | tail -4
-    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 70 \
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 100 \
       --exploits hide_from_the_oom_killer hide_memory_in_a_memfd spawn_a_thousand_processes \
       spawn_nine_thousand_threads leave_shared_memory_behind fill_the_disk limit_the_judge \
       exit_after_its_answer 2>&1 \
