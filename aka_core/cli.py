@@ -635,10 +635,10 @@ def _check_environment() -> None:
     usage error, not an evaluator fault in every evaluation."""
     for name in ("AKA_SCRATCH_LIMIT", "AKA_MEMORY_LIMIT"):
         if os.environ.get(name):
-            from aka_core.evaluation import disk_watch
+            from aka_core.evaluation import watch_thread
 
             try:
-                disk_watch.size_from_env(name, 0)
+                watch_thread.size_from_env(name, 0)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from aka_core.evaluation.watch_thread import WatchThread, size_from_env, size_text
 from aka_core.processes import descendants
 
 ENV = "AKA_SCRATCH_LIMIT"
@@ -39,29 +39,11 @@ WALK_EVERY_S = 5.0
 """A side's folders are walked at least this often, whatever the free space says: another
 process freeing space (a colluding candidate deleting what it wrote) would otherwise hide this
 side's growth from the free-space test for as long as it kept deleting."""
-_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def limit_bytes(environ: Any = None) -> int:
     """The limit from ``AKA_SCRATCH_LIMIT`` (default 8 GiB); ValueError names a bad value."""
     return size_from_env(ENV, DEFAULT_LIMIT, environ)
-
-
-def size_from_env(name: str, default: int, environ: Any = None) -> int:
-    """A size in bytes from the variable ``name`` (bytes, or a number with a K, M, G or T
-    suffix), ``default`` where it is unset; ValueError names a bad value."""
-    text = (os.environ if environ is None else environ).get(name, "").strip()
-    if not text:
-        return default
-    scale = _SUFFIXES.get(text[-1].upper(), 1)
-    number = text[:-1] if scale != 1 else text
-    try:
-        value = int(float(number) * scale)
-    except ValueError:
-        raise ValueError(f"{name}={text!r}: give bytes, or a number with K, M, G or T") from None
-    if value <= 0:
-        raise ValueError(f"{name}={text!r}: the limit must be positive")
-    return value
 
 
 def usage(folders: Iterable[Path], pids: Iterable[int], max_entries: int = MAX_ENTRIES
@@ -114,10 +96,6 @@ def usage(folders: Iterable[Path], pids: Iterable[int], max_entries: int = MAX_E
     return used + hidden, entries, hidden
 
 
-def size_text(value: int) -> str:
-    return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.1f} MiB"
-
-
 def _free(folders: Sequence[Path]) -> tuple[int, int] | None:
     """(free bytes, free inodes) of the file system of the first of ``folders`` that exists."""
     for folder in folders:
@@ -152,36 +130,29 @@ class Watched:
                 or entries + max(0, free[1] - now[1]) > max_entries)
 
 
-class DiskWatch:
+class DiskWatch(WatchThread[Watched]):
     """A thread of the judge that measures each watched side every ``period`` seconds."""
+
+    thread_name = "aka-disk-watch"
 
     def __init__(self, limit: int | None = None, period: float = PERIOD_S,
                  max_entries: int = MAX_ENTRIES):
+        super().__init__(period)
         self.limit = limit_bytes() if limit is None else limit
-        self.period, self.max_entries = period, max_entries
-        self.sides: list[Watched] = []
+        self.max_entries = max_entries
         self.peak: dict[str, int] = {}
         """Per side, the most a walk found (the first walk, and those the free space called for)."""
         self.walks = 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     def watch(self, side: str, folders: Sequence[Path], roots: Callable[[], list[int]],
               over: Callable[[str], None]) -> None:
         """Measure ``side``: ``folders`` and the processes below ``roots()``; ``over(message)``
         once, when it is over the limit (the caller kills the side and keeps the message)."""
-        with self._lock:
-            self.sides.append(Watched(side, folders, roots, over))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="aka-disk-watch", daemon=True)
-            self._thread.start()
+        self.add(Watched(side, folders, roots, over))
 
     def check(self) -> None:
         """Measure every watched side once (the thread's step; callable on its own)."""
-        with self._lock:
-            sides = [s for s in self.sides if not s.done]
-        for side in sides:
+        for side in self.live(lambda s: s.done):
             free = _free(side.folders)
             if not side.may_be_over(free, self.limit, self.max_entries):
                 continue
@@ -202,15 +173,8 @@ class DiskWatch:
             side.done = True
             side.over(message)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.period):
-            with contextlib.suppress(Exception):  # a measurement never fails the judge
-                self.check()
-
     def stop(self) -> dict[str, Any]:
         """Stop the thread; the record's summary (the limit, each side's peak)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self.halt()
         return {"limit_bytes": self.limit, "walks": self.walks,
                 "peak_bytes": {side: used for side, used in sorted(self.peak.items())}}

@@ -38,12 +38,11 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from aka_core.evaluation.disk_watch import size_from_env, size_text
+from aka_core.evaluation.watch_thread import WatchThread, size_from_env, size_text
 from aka_core.processes import descendants
 
 ENV = "AKA_MEMORY_LIMIT"
@@ -155,45 +154,37 @@ class Watched:
         """The last measure: (when, the host's available memory then)."""
 
 
-class MemoryWatch:
+class MemoryWatch(WatchThread[Watched]):
     """A thread of the judge that reads the host's available memory every ``period`` seconds
     and measures the watched sides when they may be over."""
+
+    thread_name = "aka-memory-watch"
 
     def __init__(self, limit: int | None = None, period: float = PERIOD_S,
                  max_processes: int = MAX_PROCESSES,
                  host: Callable[[], tuple[int, int]] = host_memory, shortage: bool = True,
                  max_threads: int = MAX_THREADS):
+        super().__init__(period)
         self.limit = limit_bytes() if limit is None else limit
-        self.period, self.max_processes, self.host = period, max_processes, host
-        self.max_threads = max_threads
+        self.max_processes, self.max_threads, self.host = max_processes, max_threads, host
         self.shortage = shortage
         """Whether a short host stops a candidate heavier than its baseline (a watch of one
         side, an e2e engine's, has no baseline to weigh it against: it keeps the limit alone)."""
-        self.sides: list[Watched] = []
         self.peak: dict[str, int] = {}
         self.measures = 0
         self.least_available: int | None = None
         self.short = False
         """Whether the host ran short of memory while the sides were watched."""
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     def watch(self, side: str, roots: Callable[[], list[int]],
               over: Callable[[str], None]) -> None:
         """Measure ``side``: the processes below ``roots()``; ``over(message)`` once, when it is
         over (the caller kills the side and keeps the message)."""
-        with self._lock:
-            self.sides.append(Watched(side, roots, over))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="aka-memory-watch",
-                                            daemon=True)
-            self._thread.start()
+        self.add(Watched(side, roots, over))
 
     def check(self) -> None:
         """One step: the host's memory read, the sides measured where they may be over."""
-        with self._lock:
-            sides = [s for s in self.sides if not s.done]
+        sides = self.live(lambda s: s.done)
         try:
             total, available = self.host()
         except (OSError, ValueError, IndexError):  # no /proc/meminfo: the sides by time alone
@@ -252,17 +243,10 @@ class MemoryWatch:
         side.done = True
         side.over(message)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.period):
-            with contextlib.suppress(Exception):  # a measurement never fails the judge
-                self.check()
-
     def stop(self) -> dict[str, Any]:
         """Stop the thread; the record's summary (the limit, each side's peak, the host's
         least available memory and whether it ran short)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self.halt()
         return {"limit_bytes": self.limit, "measures": self.measures,
                 "peak_bytes": {side: used for side, used in sorted(self.peak.items())},
                 "least_available_bytes": self.least_available, "host_short": self.short}

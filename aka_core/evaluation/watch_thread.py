@@ -1,0 +1,76 @@
+"""What the judge's watches share (``disk_watch``, ``memory_watch``): a thread that checks the
+watched sides every period, and sizes read from the environment and written for a message."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+Side = TypeVar("Side")
+
+
+def size_from_env(name: str, default: int, environ: Any = None) -> int:
+    """A size in bytes from the variable ``name`` (bytes, or a number with a K, M, G or T
+    suffix), ``default`` where it is unset; ValueError names a bad value."""
+    text = (os.environ if environ is None else environ).get(name, "").strip()
+    if not text:
+        return default
+    scale = _SUFFIXES.get(text[-1].upper(), 1)
+    number = text[:-1] if scale != 1 else text
+    try:
+        value = int(float(number) * scale)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: give bytes, or a number with K, M, G or T") from None
+    if value <= 0:
+        raise ValueError(f"{name}={text!r}: the limit must be positive")
+    return value
+
+
+def size_text(value: int) -> str:
+    return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.1f} MiB"
+
+
+class WatchThread(Generic[Side]):
+    """Watched sides, and a daemon thread (started with the first) that calls ``check`` every
+    ``period`` seconds until ``halt``. A check that raises is skipped: a measurement never
+    fails the judge."""
+
+    thread_name = "aka-watch"
+
+    def __init__(self, period: float):
+        self.period = period
+        self.sides: list[Side] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, side: Side) -> None:
+        with self._lock:
+            self.sides.append(side)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+            self._thread.start()
+
+    def live(self, done: Callable[[Side], bool]) -> list[Side]:
+        """The watched sides not ``done``, as they are now (the list may grow meanwhile)."""
+        with self._lock:
+            return [side for side in self.sides if not done(side)]
+
+    def check(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            with contextlib.suppress(Exception):
+                self.check()
+
+    def halt(self) -> None:
+        """Stop the thread (waits for a check under way)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
