@@ -28,7 +28,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from aka_core.evaluation.watch_thread import WatchThread, size_from_env, size_text
+from aka_core.evaluation.watch_thread import (
+    WatchThread,
+    open_file_bytes,
+    size_from_env,
+    size_text,
+)
 from aka_core.processes import descendants
 
 ENV = "AKA_SCRATCH_LIMIT"
@@ -80,19 +85,7 @@ def usage(folders: Iterable[Path], pids: Iterable[int], max_entries: int = MAX_E
                         used += info.st_blocks * 512
         except OSError:
             continue
-    hidden = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                path = f"/proc/{pid}/fd/{fd}"
-                with contextlib.suppress(OSError):
-                    if not os.readlink(path).endswith(" (deleted)"):
-                        continue
-                    info = os.stat(path)
-                    if (stat.S_ISREG(info.st_mode) and info.st_dev in devices
-                            and (info.st_dev, info.st_ino) not in seen):
-                        seen.add((info.st_dev, info.st_ino))
-                        hidden += info.st_blocks * 512
+    hidden = open_file_bytes(pids, lambda link: link.endswith(" (deleted)"), seen, devices)
     return used + hidden, entries, hidden
 
 

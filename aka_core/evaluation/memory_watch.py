@@ -35,14 +35,17 @@ says (other processes freeing memory would otherwise hide a side's growth).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
 import time
 from collections.abc import Callable
 from typing import Any
 
-from aka_core.evaluation.watch_thread import WatchThread, size_from_env, size_text
+from aka_core.evaluation.watch_thread import (
+    WatchThread,
+    open_file_bytes,
+    size_from_env,
+    size_text,
+)
 from aka_core.processes import descendants
 
 ENV = "AKA_MEMORY_LIMIT"
@@ -119,20 +122,7 @@ def process_status(pid: int) -> tuple[int, int]:
 def memory_files(pids: list[int]) -> int:
     """Bytes of the memory files (``memfd``, ``/dev/shm``) the processes ``pids`` hold open,
     each file once (the pages a process maps count in its ``RssShmem`` as well)."""
-    seen: set[tuple[int, int]] = set()
-    held = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                path = f"/proc/{pid}/fd/{fd}"
-                with contextlib.suppress(OSError):
-                    if not os.readlink(path).startswith(_MEMORY_FILES):
-                        continue
-                    info = os.stat(path)
-                    if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in seen:
-                        seen.add((info.st_dev, info.st_ino))
-                        held += info.st_blocks * 512
-    return held
+    return open_file_bytes(pids, lambda link: link.startswith(_MEMORY_FILES), set())
 
 
 def side_memory(pids: list[int]) -> tuple[int, int]:

@@ -1,12 +1,14 @@
 """What the judge's watches share (``disk_watch``, ``memory_watch``): a thread that checks the
-watched sides every period, and sizes read from the environment and written for a message."""
+watched sides every period, the files a side's processes hold open, and sizes read from the
+environment and written for a message."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from typing import Any, Generic, TypeVar
 
 _SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -29,6 +31,28 @@ def size_from_env(name: str, default: int, environ: Any = None) -> int:
     if value <= 0:
         raise ValueError(f"{name}={text!r}: the limit must be positive")
     return value
+
+
+def open_file_bytes(pids: Iterable[int], wanted: Callable[[str], bool],
+                    seen: set[tuple[int, int]], devices: Container[int] | None = None) -> int:
+    """Bytes allocated to the regular files the processes ``pids`` hold open whose link in
+    ``/proc/<pid>/fd`` is ``wanted`` (on ``devices``, where given), each file once: those in
+    ``seen`` are skipped, and those counted are added to it."""
+    held = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                path = f"/proc/{pid}/fd/{fd}"
+                with contextlib.suppress(OSError):
+                    if not wanted(os.readlink(path)):
+                        continue
+                    info = os.stat(path)
+                    key = (info.st_dev, info.st_ino)
+                    if (stat.S_ISREG(info.st_mode) and key not in seen
+                            and (devices is None or info.st_dev in devices)):
+                        seen.add(key)
+                        held += info.st_blocks * 512
+    return held
 
 
 def size_text(value: int) -> str:
