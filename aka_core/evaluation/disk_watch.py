@@ -85,7 +85,7 @@ def usage(folders: Iterable[Path], pids: Iterable[int], max_entries: int = MAX_E
                         used += info.st_blocks * 512
         except OSError:
             continue
-    hidden = open_file_bytes(pids, lambda link: link.endswith(" (deleted)"), seen, devices)
+    hidden, _ = open_file_bytes(pids, lambda link: link.endswith(" (deleted)"), seen, devices)
     return used + hidden, entries, hidden
 
 

@@ -20,7 +20,7 @@ what it held, when
   default a quarter of the host's memory, at most 16 GiB), or runs more than ``MAX_PROCESSES``
   processes or ``MAX_THREADS`` threads (each takes one of the host's process ids, 32768 on
   many hosts: a fork or thread bomb would leave none for the judge; root is exempt from
-  ``RLIMIT_NPROC``);
+  ``RLIMIT_NPROC``), or holds more than ``MAX_FILES`` open files (the watch looks at each);
 - or, for the candidate, the host runs short (its available memory below ``RESERVE`` of its
   total) while the candidate holds more than the baseline plus ``SLACK``: the candidates of
   many evaluations (one policy's rollouts all do the same thing) each under the limit fill a
@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from aka_core.evaluation.watch_thread import (
     WatchThread,
@@ -54,6 +54,9 @@ MAX_PROCESSES = 1024
 MAX_THREADS = 8192
 """Threads of all of a side's processes: PyTorch's pools, the CUDA driver's and Triton's come to
 a few hundred on a large host."""
+MAX_FILES = 65536
+"""Open files of all of a side's processes: a runner holds a few hundred; millions would make
+every measure slow, the judge's thread busy while the sides are timed."""
 PERIOD_S = 0.1
 MEASURE_EVERY_S = 1.0
 RESERVE = 0.10
@@ -119,18 +122,28 @@ def process_status(pid: int) -> tuple[int, int]:
     return used, threads
 
 
-def memory_files(pids: list[int]) -> int:
-    """Bytes of the memory files (``memfd``, ``/dev/shm``) the processes ``pids`` hold open,
-    each file once (the pages a process maps count in its ``RssShmem`` as well)."""
-    return open_file_bytes(pids, lambda link: link.startswith(_MEMORY_FILES), set())
+def memory_files(pids: list[int], max_fds: int | None = None) -> tuple[int, int]:
+    """(bytes of the memory files (``memfd``, ``/dev/shm``) the processes ``pids`` hold open,
+    each file once, the descriptors looked at: ``open_file_bytes``). The pages a process maps
+    count in its ``RssShmem`` as well."""
+    return open_file_bytes(pids, lambda link: link.startswith(_MEMORY_FILES), set(),
+                           max_fds=max_fds)
 
 
-def side_memory(pids: list[int]) -> tuple[int, int]:
-    """(the memory, the threads) of the processes ``pids`` together (``process_status`` and
-    ``memory_files``)."""
+class SideUse(NamedTuple):
+    used: int
+    """Bytes: ``process_memory`` of each process and the ``memory_files`` they hold."""
+    threads: int
+    files: int
+    """Open file descriptors (the count stops a little past ``MAX_FILES``)."""
+
+
+def side_memory(pids: list[int], max_fds: int = MAX_FILES) -> SideUse:
+    """What the processes ``pids`` hold together."""
     statuses = [process_status(pid) for pid in pids]
-    return (sum(used for used, _ in statuses) + memory_files(pids),
-            sum(threads for _, threads in statuses))
+    held, files = memory_files(pids, max_fds)
+    return SideUse(sum(used for used, _ in statuses) + held,
+                   sum(threads for _, threads in statuses), files)
 
 
 class Watched:
@@ -204,7 +217,7 @@ class MemoryWatch(WatchThread[Watched]):
     def _measure(self, side: Watched, available: int | None, now: float) -> None:
         # Each once: roots may name processes below other roots (an agent's remembered tree).
         pids = list(dict.fromkeys(p for root in side.roots() for p in (root, *descendants(root))))
-        (side.used, threads), side.measured = side_memory(pids), (now, available)
+        (side.used, threads, files), side.measured = side_memory(pids, MAX_FILES), (now, available)
         self.measures += 1
         self.peak[side.side] = max(self.peak.get(side.side, 0), side.used)
         if side.used > self.limit:
@@ -216,6 +229,8 @@ class MemoryWatch(WatchThread[Watched]):
         elif threads > self.max_threads:
             self._over(side, f"it ran {threads} threads at once, over the limit of "
                              f"{self.max_threads}")
+        elif files > MAX_FILES:
+            self._over(side, f"it held more than {MAX_FILES} open files at once")
 
     def _stop_the_heavy_candidate(self, available: int, total: int) -> None:
         by_side = {s.side: s for s in self.sides}

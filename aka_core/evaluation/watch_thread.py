@@ -34,14 +34,20 @@ def size_from_env(name: str, default: int, environ: Any = None) -> int:
 
 
 def open_file_bytes(pids: Iterable[int], wanted: Callable[[str], bool],
-                    seen: set[tuple[int, int]], devices: Container[int] | None = None) -> int:
-    """Bytes allocated to the regular files the processes ``pids`` hold open whose link in
-    ``/proc/<pid>/fd`` is ``wanted`` (on ``devices``, where given), each file once: those in
-    ``seen`` are skipped, and those counted are added to it."""
-    held = 0
+                    seen: set[tuple[int, int]], devices: Container[int] | None = None,
+                    max_fds: int | None = None) -> tuple[int, int]:
+    """(bytes allocated to the regular files the processes ``pids`` hold open whose link in
+    ``/proc/<pid>/fd`` is ``wanted`` (on ``devices``, where given), each file once, the
+    descriptors looked at). Files in ``seen`` are skipped, those counted are added to it. The
+    scan stops past ``max_fds`` descriptors: a side holding millions would hold the watch."""
+    held = fds = 0
     for pid in pids:
+        if max_fds is not None and fds > max_fds:
+            break
         with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
+            names = os.listdir(f"/proc/{pid}/fd")
+            fds += len(names)
+            for fd in names[:None if max_fds is None else max_fds + 1]:
                 path = f"/proc/{pid}/fd/{fd}"
                 with contextlib.suppress(OSError):
                     if not wanted(os.readlink(path)):
@@ -52,7 +58,7 @@ def open_file_bytes(pids: Iterable[int], wanted: Callable[[str], bool],
                             and (devices is None or info.st_dev in devices)):
                         seen.add(key)
                         held += info.st_blocks * 512
-    return held
+    return held, fds
 
 
 def size_text(value: int) -> str:

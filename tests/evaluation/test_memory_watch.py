@@ -92,11 +92,11 @@ def test_a_memory_file_held_but_never_mapped_counts(
         children: list[subprocess.Popen[str]]) -> None:
     holder = start(MEMFD, 48)
     children.append(holder)
-    held = memory_watch.memory_files([holder.pid])
-    assert 48 * MIB <= held < 50 * MIB
+    held, fds = memory_watch.memory_files([holder.pid])
+    assert 48 * MIB <= held < 50 * MIB and 3 < fds < 100
     assert memory_watch.process_memory(holder.pid) < 40 * MIB  # its mappings miss it
-    assert memory_watch.side_memory([holder.pid])[0] >= 48 * MIB
-    assert memory_watch.memory_files([holder.pid, holder.pid]) == held  # the file once
+    assert memory_watch.side_memory([holder.pid]).used >= 48 * MIB
+    assert memory_watch.memory_files([holder.pid, holder.pid])[0] == held  # the file once
 
 
 def test_a_side_over_the_limit_is_reported_once_with_what_it_held(
@@ -167,6 +167,34 @@ def test_too_many_threads_is_over(children: list[subprocess.Popen[str]]) -> None
     assert len(reports) == 1
 
 
+# A child that opens ``n`` descriptors of /dev/null, then says so and waits.
+FILES = """
+import os, resource, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]) + 64, int(sys.argv[1]) + 64))
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(int(sys.argv[1]))]
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_too_many_open_files_is_over(children: list[subprocess.Popen[str]],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every measure looks at each descriptor: millions of them would hold the judge's thread.
+    holder = start(FILES, 300)
+    children.append(holder)
+    reports: list[str] = []
+    monkeypatch.setattr(memory_watch, "MAX_FILES", 200)
+    watch = memory_watch.MemoryWatch(limit=2**40, period=3600)
+    watch.watch("candidate", roots=lambda: [holder.pid], over=reports.append)
+    watch.check()
+    assert reports == ["it held more than 200 open files at once"]
+    monkeypatch.setattr(memory_watch, "MAX_FILES", 400)  # the control
+    control = memory_watch.MemoryWatch(limit=2**40, period=3600)
+    control.watch("candidate", roots=lambda: [holder.pid], over=reports.append)
+    control.check()
+    assert len(reports) == 1
+
+
 def test_the_thread_stops_a_growing_side(children: list[subprocess.Popen[str]]) -> None:
     grower = subprocess.Popen([sys.executable, "-c", (
         "import time\nheld = []\n"
@@ -192,9 +220,9 @@ class FakeHost:
         self.measured: list[int] = []
         monkeypatch.setattr(memory_watch, "descendants", lambda root: [])
 
-        def side_memory(pids: list[int]) -> tuple[int, int]:
+        def side_memory(pids: list[int]) -> memory_watch.SideUse:
             self.measured.append(pids[0])
-            return held[pids[0]], 1
+            return memory_watch.SideUse(held[pids[0]], 1, 3)
 
         monkeypatch.setattr(memory_watch, "side_memory", side_memory)
 
