@@ -220,7 +220,7 @@ class FakeHost:
         self.measured: list[int] = []
         monkeypatch.setattr(memory_watch, "descendants", lambda root: [])
 
-        def side_memory(pids: list[int]) -> memory_watch.SideUse:
+        def side_memory(pids: list[int], max_fds: int = 0) -> memory_watch.SideUse:
             self.measured.append(pids[0])
             return memory_watch.SideUse(held[pids[0]], 1, 3)
 
