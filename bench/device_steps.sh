@@ -971,7 +971,7 @@ PY
     python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 100 \
       --exploits hide_from_the_oom_killer hide_memory_in_a_memfd spawn_a_thousand_processes \
       spawn_nine_thousand_threads leave_shared_memory_behind fill_the_disk limit_the_judge \
-      exit_after_its_answer 2>&1 \
+      exit_after_its_answer open_seventy_thousand_files 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
   67)
