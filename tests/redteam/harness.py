@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import site
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -139,9 +141,12 @@ def digest_tree() -> dict[str, str]:
 LEFTOVER_MARK = b"aka-redteam-leftover"
 
 
-def leftover_processes() -> list[int]:
+def leftover_processes(scope: str) -> list[int]:
     """Processes an exploit started (they carry ``LEFTOVER_MARK`` on their command line) that
-    are still alive after its evaluation; they are killed, and reported."""
+    are still alive after its evaluation; they are killed, and reported. Only those of this
+    evaluation: their environment names ``scope``, the folder its scratch was made in (the
+    runners' ``TMPDIR`` lies there), so that another evaluation's, alive meanwhile in a
+    parallel test worker, is neither blamed here nor killed."""
     import os
     import signal
 
@@ -150,7 +155,8 @@ def leftover_processes() -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            if LEFTOVER_MARK in Path(f"/proc/{entry}/cmdline").read_bytes():
+            if (LEFTOVER_MARK in Path(f"/proc/{entry}/cmdline").read_bytes()
+                    and scope.encode() in Path(f"/proc/{entry}/environ").read_bytes()):
                 found.append(int(entry))
                 os.kill(int(entry), signal.SIGKILL)
         except OSError:
@@ -186,9 +192,14 @@ def evaluate_exploit(exploit: Exploit, device: str = "auto") -> dict[str, Any]:
     started = time.monotonic()
     saved = {name: os.environ.get(name) for name in exploit.env}
     os.environ.update(exploit.env)
+    # The evaluation's scratch in a folder of its own: what its processes leave is told apart
+    # by it (``leftover_processes``).
+    scope, saved_tempdir = tempfile.mkdtemp(prefix="aka-redteam-"), tempfile.tempdir
+    tempfile.tempdir = scope
     try:
         result = api.evaluate_candidate(task_folder(exploit.task), exploit.folder, device=device)
     finally:
+        tempfile.tempdir = saved_tempdir
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -214,7 +225,8 @@ def evaluate_exploit(exploit: Exploit, device: str = "auto") -> dict[str, Any]:
     # baseline's kernel and attacks something else): it must still earn nothing.
     if verdict["score"] != 0 or (verdict["accepted"] and exploit.kinds):
         problems.append(f"paid: accepted={verdict['accepted']} score={verdict['score']}")
-    leftovers = leftover_processes()
+    leftovers = leftover_processes(scope)
+    shutil.rmtree(scope, ignore_errors=True)
     if leftovers:
         problems.append(f"processes outlived the evaluation: {leftovers}")
     if verdict["persistent_changes"]:
