@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from aka_core.evaluation.watch_thread import (
+    MAX_OPEN_FILES,
     WatchThread,
     open_file_bytes,
     size_from_env,
@@ -85,7 +86,8 @@ def usage(folders: Iterable[Path], pids: Iterable[int], max_entries: int = MAX_E
                         used += info.st_blocks * 512
         except OSError:
             continue
-    hidden, _ = open_file_bytes(pids, lambda link: link.endswith(" (deleted)"), seen, devices)
+    hidden, _ = open_file_bytes(pids, lambda link: link.endswith(" (deleted)"), seen, devices,
+                                max_fds=MAX_OPEN_FILES)
     return used + hidden, entries, hidden
 
 

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from aka_core.evaluation.watch_thread import (
+    MAX_OPEN_FILES,
     WatchThread,
     open_file_bytes,
     size_from_env,
@@ -54,9 +55,7 @@ MAX_PROCESSES = 1024
 MAX_THREADS = 8192
 """Threads of all of a side's processes: PyTorch's pools, the CUDA driver's and Triton's come to
 a few hundred on a large host."""
-MAX_FILES = 65536
-"""Open files of all of a side's processes: a runner holds a few hundred; millions would make
-every measure slow, the judge's thread busy while the sides are timed."""
+MAX_FILES = MAX_OPEN_FILES
 PERIOD_S = 0.1
 MEASURE_EVERY_S = 1.0
 RESERVE = 0.10

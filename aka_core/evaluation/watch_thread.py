@@ -12,6 +12,10 @@ from collections.abc import Callable, Container, Iterable
 from typing import Any, Generic, TypeVar
 
 _SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+MAX_OPEN_FILES = 65536
+"""Open files of all of a side's processes: a runner holds a few hundred; a scan of millions
+would keep a watch's thread busy while the sides are timed (``memory_watch`` stops a side that
+holds more; every scan stops a little past it)."""
 
 Side = TypeVar("Side")
 
