@@ -281,7 +281,16 @@ class Judge:
             self.disk.watch(side, [self.side_scratch[side], self.scratch / f"{side}-builder"],
                             roots=roots, over=functools.partial(self._over_limit, side, DISK_LIMIT))
             self.memory.watch(side, roots=roots,
-                              over=functools.partial(self._over_limit, side, MEMORY_LIMIT))
+                              over=functools.partial(self._over_limit, side, MEMORY_LIMIT),
+                              unasked=functools.partial(self._unasked, side))
+
+    def _unasked(self, side: str) -> str | None:
+        """What the side's runner or builder sent the judge unasked (``RunnerProcess.unasked``)."""
+        for process in self._side_runners(side):
+            breach = process.unasked()
+            if breach is not None:
+                return breach
+        return None
 
     def _side_processes(self, side: str) -> list[int]:
         """The roots of a side's processes: its runner, its builder and its strays."""

@@ -26,11 +26,14 @@ what it held, when
   many evaluations (one policy's rollouts all do the same thing) each under the limit fill a
   host together, and each judge then stops its own.
 
-A baseline over the limit is the task's fault (``task_error``); a baseline is never stopped for
-the host's shortage. Every ``PERIOD_S`` the watch reads the host's available memory
-(``/proc/meminfo``, one read); it measures the sides when that fell by enough since their last
-measure for one to be over, while the host is short, and every ``MEASURE_EVERY_S`` whatever it
-says (other processes freeing memory would otherwise hide a side's growth).
+A side that sent the judge something it did not ask for, on the socket of its GPU memory's
+descriptors, is stopped too: a memory file queued there is in no process's size
+(``sides.RunnerProcess.unasked``, asked every step). A baseline over the limit is the task's
+fault (``task_error``); a baseline is never stopped for the host's shortage. Every ``PERIOD_S``
+the watch reads the host's available memory (``/proc/meminfo``, one read); it measures the
+sides when that fell by enough since their last measure for one to be over, while the host is
+short, and every ``MEASURE_EVERY_S`` whatever it says (other processes freeing memory would
+otherwise hide a side's growth).
 """
 
 from __future__ import annotations
@@ -148,8 +151,9 @@ def side_memory(pids: list[int], max_fds: int = MAX_FILES) -> SideUse:
 class Watched:
     """One side: the roots of its processes, what to do when it is over, its last measure."""
 
-    def __init__(self, side: str, roots: Callable[[], list[int]], over: Callable[[str], None]):
-        self.side, self.roots, self.over = side, roots, over
+    def __init__(self, side: str, roots: Callable[[], list[int]], over: Callable[[str], None],
+                 unasked: Callable[[], str | None] | None = None):
+        self.side, self.roots, self.over, self.unasked = side, roots, over, unasked
         self.done = False
         self.used = 0
         self.measured: tuple[float, int | None] | None = None
@@ -179,10 +183,13 @@ class MemoryWatch(WatchThread[Watched]):
         """Whether the host ran short of memory while the sides were watched."""
 
     def watch(self, side: str, roots: Callable[[], list[int]],
-              over: Callable[[str], None]) -> None:
+              over: Callable[[str], None],
+              unasked: Callable[[], str | None] | None = None) -> None:
         """Measure ``side``: the processes below ``roots()``; ``over(message)`` once, when it is
-        over (the caller kills the side and keeps the message)."""
-        self.add(Watched(side, roots, over))
+        over (the caller kills the side and keeps the message). ``unasked()``, asked every
+        step, says what the side sent the judge unasked, which stops it as well
+        (``sides.RunnerProcess.unasked``: files queued on a socket are in no process's size)."""
+        self.add(Watched(side, roots, over, unasked))
 
     def check(self) -> None:
         """One step: the host's memory read, the sides measured where they may be over."""
@@ -198,7 +205,10 @@ class MemoryWatch(WatchThread[Watched]):
         self.short = self.short or short
         now = time.monotonic()
         for side in sides:
-            if short or self._may_be_over(side, available, now):
+            breach = side.unasked() if side.unasked is not None else None
+            if breach is not None:
+                self._over(side, breach)
+            elif short or self._may_be_over(side, available, now):
                 self._measure(side, available, now)
         if short and available is not None and self.shortage:
             self._stop_the_heavy_candidate(available, total)

@@ -16,7 +16,8 @@ asked to run, with Linux facilities a process can apply to itself:
   it nor anything it executes can load kernel modules, remount, or override file permissions.
 * ``no_new_privs``: set-uid programs gain nothing.
 * **seccomp** (``seccomp``): other processes' resource limits, priorities and scheduling cannot
-  be changed.
+  be changed; no System V IPC, ``io_uring``, secret memory or message queues; no new sockets
+  unless the spec allows them (``SandboxSpec.sockets``).
 * **Scheduling**: no real-time class and no priority raised above the one it started with
   (``RLIMIT_RTPRIO`` and ``RLIMIT_NICE`` at 0, whatever the host grants its user).
 * **Out of memory**: the process that starts a runner gives it a high ``oom_score_adj`` first
@@ -160,6 +161,10 @@ class SandboxSpec:
     write: tuple[str, ...]
     devices: tuple[str, ...] = ()
     allow_network: bool = False
+    sockets: bool = False
+    """Whether it may make sockets. A kernel's runner needs none (``seccomp``: a memory file
+    queued on a socket pair of its own would be memory no watch sees); an e2e engine's
+    processes and a task's own commands talk over them."""
     required: bool = True
     """Fail (rather than run unconfined) when Landlock or a network restriction is unavailable."""
 
@@ -276,7 +281,8 @@ def carve(roots: Iterable[str], protected: Iterable[str]) -> list[str]:
 
 
 def build_spec(*, scratch: Path, read: Sequence[str | Path], protected: Sequence[str | Path],
-               required: bool = True, allow_network: bool = False) -> SandboxSpec:
+               required: bool = True, allow_network: bool = False,
+               sockets: bool = False) -> SandboxSpec:
     """The spec of a runner: system folders, the Python installation and ``read`` (package
     folders, the side's code) readable; ``scratch`` writable; ``protected`` carved out of all."""
     prot = [os.path.realpath(str(p)) for p in protected]
@@ -289,7 +295,8 @@ def build_spec(*, scratch: Path, read: Sequence[str | Path], protected: Sequence
         readable += carve([real], [p for p in prot if p.startswith(real.rstrip("/") + "/")])
     devices = sorted({path for pattern in DEVICE_GLOBS for path in glob.glob(pattern)})
     return SandboxSpec(read=tuple(sorted(set(readable))), write=(str(scratch),),
-                       devices=tuple(devices), allow_network=allow_network, required=required)
+                       devices=tuple(devices), allow_network=allow_network, sockets=sockets,
+                       required=required)
 
 
 # --------------------------------------------------------------------------- applying it
@@ -377,7 +384,8 @@ def apply(spec: SandboxSpec) -> dict[str, Any]:
         raise SandboxError(f"prctl(NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
     from aka_core.evaluation import seccomp
 
-    record["other_processes"] = seccomp.install() or "unrestricted (no seccomp filter)"
+    record["other_processes"] = (seccomp.install(sockets=spec.sockets)
+                                 or "unrestricted (no seccomp filter)")
     abi = landlock_abi()
     record["landlock_abi"] = abi
     if abi >= 1:

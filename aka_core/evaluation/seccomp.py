@@ -10,7 +10,13 @@ or not. From a runner, they reach the judge, the other side's runner, and every 
 of the host: slowed past its phase limits, that evaluation's candidate would be blamed.
 
 The filter refuses them (``EPERM``) unless they name the runner itself (pid 0 or its own pid);
-reading a limit stays allowed. It refuses System V IPC whole (``SYSV_IPC``). Calls of another
+reading a limit stays allowed. It refuses System V IPC whole (``SYSV_IPC``), and the calls that
+would let a runner hold the host's memory where the judge's memory watch cannot see it
+(``HIDDEN_MEMORY``: ``io_uring``, whose registered files and socket operations bypass both the
+descriptor table and this filter, secret memory files, POSIX message queues). A kernel's runner
+makes no sockets at all (``sockets=False``): a memory file sent over a Unix socket pair and
+closed is held by the socket's queue, in no process's size and behind no descriptor; the only
+socket it has is the one its judge gave it (``sides.RunnerProcess.unasked``). Calls of another
 architecture's syscall table (32-bit ``int 0x80``, x32), which would pass a filter written for
 this one's numbers, are refused too.
 A thread of the runner's own named by its thread id is refused as well (a filter cannot tell it
@@ -66,15 +72,27 @@ kill frees it, until the host reboots. Runners share the host's IPC namespace (a
 their own needs ``CAP_SYS_ADMIN``), so they could also reach the segments, semaphores and
 queues of every other process of the same user. Nothing a runner loads uses them (PyTorch,
 Triton and the CUDA driver share memory through file descriptors)."""
+HIDDEN_MEMORY = {
+    # io_uring_setup, io_uring_enter, io_uring_register; memfd_secret; mq_open.
+    "x86_64": (425, 426, 427, 447, 240),
+    "aarch64": (425, 426, 427, 447, 180),
+}
+"""Calls that hold memory behind no descriptor or mapping of the runner's: files registered with
+an ``io_uring`` and closed stay open in the ring (whose own operations also make sockets and
+open files past this filter); a secret memory file's pages are in no file system the judge can
+look at; a POSIX message queue outlives its process. Nothing a runner loads uses them."""
+SOCKETS = {"x86_64": (41, 53), "aarch64": (198, 199)}
+"""socket, socketpair: refused to a kernel's runner (``program``'s ``sockets``)."""
 SCHEDULING = ("sched_setparam", "sched_setscheduler", "sched_setaffinity", "sched_setattr")
 """Calls whose first argument names the process (or thread) they change."""
 PRIO_PROCESS = 0
 IOPRIO_WHO_PROCESS = 1
 
 
-def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
+def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int, int, int, int]]:
     """The filter for ``machine`` as (code, jump if true, jump if false, k) instructions;
-    KeyError for a machine without a table."""
+    KeyError for a machine without a table. ``sockets``: whether new sockets may be made (an
+    e2e engine's processes talk over them; a kernel's runner has no use for one)."""
     arch, nr = TABLES[machine]
     labels: dict[str, int] = {}
     code: list[tuple[int, str | int, str | int, int]] = []
@@ -95,7 +113,8 @@ def program(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     op(_JEQ, nr["ioprio_set"], "ioprio", 0)
     for name in SCHEDULING:
         op(_JEQ, nr[name], "pid", 0)
-    for number in SYSV_IPC[machine]:
+    refused = [*SYSV_IPC[machine], *HIDDEN_MEMORY[machine], *(() if sockets else SOCKETS[machine])]
+    for number in refused:
         op(_JEQ, number, "refuse", 0)
     op(_RET, _ALLOW)
     # sched_set*(pid, ...): itself.
@@ -142,13 +161,13 @@ class _Fprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install(own_pid: int | None = None) -> str | None:
+def install(own_pid: int | None = None, sockets: bool = True) -> str | None:
     """Install the filter on this thread (and everything it starts); it needs ``no_new_privs``.
     Returns what it refuses, or None where this machine has no table or the kernel refused."""
     machine = platform.machine()
     if machine not in TABLES:
         return None
-    instructions = program(machine, os.getpid() if own_pid is None else own_pid)
+    instructions = program(machine, os.getpid() if own_pid is None else own_pid, sockets)
     raw = b"".join(struct.pack("=HBBI", *ins) for ins in instructions)
     buffer = ctypes.create_string_buffer(raw, len(raw))
     prog = _Fprog(len(instructions), ctypes.cast(buffer, ctypes.c_void_p))
@@ -158,4 +177,6 @@ def install(own_pid: int | None = None) -> str | None:
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         return None
     return ("seccomp: other processes' resource limits, priorities and scheduling refused; "
-            "System V IPC refused; other architectures' syscalls refused")
+            "System V IPC, io_uring, secret memory and message queues refused; "
+            + ("" if sockets else "new sockets refused; ")
+            + "other architectures' syscalls refused")

@@ -9,15 +9,20 @@ and are killed with the runner.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -121,10 +126,16 @@ class RunnerProcess:
         """Why the judge killed this side for its disk or memory use (``disk_watch``,
         ``memory_watch``), if it did; ``over_cause`` says which."""
         self.over_cause = DISK_LIMIT
+        self._fd_lock = threading.Lock()
+        self._fds_due = 0
+        """Descriptors the judge asked for (a ``setup`` sent) and has not received yet."""
 
     # ------------------------------------------------------------------ messages
     def send(self, **message: Any) -> None:
         self._sent = (str(message.get("op")), time.monotonic())
+        if message.get("op") == "setup":
+            with self._fd_lock:
+                self._fds_due += 1
         try:
             protocol.send(self.cmd_fd, message)
         except (BrokenPipeError, OSError) as exc:
@@ -162,12 +173,15 @@ class RunnerProcess:
 
     def receive_fd(self, tag: str, timeout: float = 30.0) -> int:
         """The file descriptor the runner sent with ``tag`` (its reply said it did)."""
-        self.fd_socket.settimeout(timeout)
-        try:
-            message, fds, _, _ = socket.recv_fds(self.fd_socket, 256, 4)
-        except (TimeoutError, OSError) as exc:
-            raise SideFailure(FailureKind.PROTOCOL, f"the {self.side} runner sent no memory descriptor "
-                              f"({exc})", side=self.side) from None
+        with self._fd_lock:
+            try:
+                self.fd_socket.settimeout(timeout)
+                message, fds, _, _ = socket.recv_fds(self.fd_socket, 256, 4)
+            except (TimeoutError, OSError) as exc:
+                raise SideFailure(FailureKind.PROTOCOL, f"the {self.side} runner sent no memory "
+                                  f"descriptor ({exc})", side=self.side) from None
+            finally:
+                self._fds_due = max(0, self._fds_due - 1)
         if message.decode(errors="replace") != tag or len(fds) != 1:
             for fd in fds:
                 os.close(fd)
@@ -175,6 +189,32 @@ class RunnerProcess:
                               f"tagged {message[:40]!r}, expected one tagged {tag!r}",
                               side=self.side)
         return fds[0]
+
+    def unasked(self) -> str | None:
+        """What the runner queued on its descriptor socket that the judge did not ask for, or
+        None. A memory file sent there and closed by its sender is held by the socket's queue:
+        in no process's size, behind no descriptor of the side's, so the memory watch (which
+        calls this, from its thread) would not see it. An honest runner sends one descriptor
+        per ``setup``, which the judge receives at once; anything else is drained here, each
+        descriptor closed (its memory freed), and the side is to be stopped."""
+        if self._fds_due or self.cmd_fd == -1 or not self._fd_lock.acquire(blocking=False):
+            return None
+        try:
+            if self._fds_due:
+                return None
+            queued = queued_bytes(self.fd_socket)
+            if not queued:
+                return None
+            count, held = drain_descriptors(self.fd_socket)
+        finally:
+            self._fd_lock.release()
+        from aka_core.evaluation.watch_thread import size_text
+
+        files = f"{count} file descriptor{'' if count == 1 else 's'}"
+        data = f"{queued} byte{'' if queued == 1 else 's'}"
+        return (f"it sent {files} ({size_text(held)} in their files) and {data} on its "
+                f"descriptor socket that the judge did not ask for (a file queued there is "
+                f"memory no process's size shows)")
 
     def _count(self, reply: Mapping[str, Any]) -> None:
         """Diagnostics of where an evaluation's time goes: per operation, how many, the judge's
@@ -269,9 +309,45 @@ class RunnerProcess:
                     os.close(fd)
                 except OSError:
                     pass
-            self.fd_socket.close()
-            self.cmd_fd = -1
+            with self._fd_lock:  # the memory watch's thread may be looking at it (``unasked``)
+                self.fd_socket.close()
+                self.cmd_fd = -1
         reap()
+
+
+def queued_bytes(sock: socket.socket) -> int:
+    """Bytes waiting in ``sock``'s receive queue (``SIOCINQ``; 0 where it cannot tell). A
+    descriptor travels with at least one byte on a stream socket, so none are queued at 0."""
+    try:
+        return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD,
+                                                  b"\0\0\0\0"))[0])
+    except (OSError, ValueError):
+        return 0
+
+
+def drain_descriptors(sock: socket.socket, max_messages: int = 4096) -> tuple[int, int]:
+    """Everything queued on ``sock`` read without waiting, each descriptor it carried closed:
+    (descriptors, the bytes their files held on disk or in memory)."""
+    count = held = 0
+    for _ in range(max_messages):
+        try:  # not ``socket.recv_fds``: before Python 3.12 it drops its flags (and would wait)
+            data, ancillary, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(253 * 4),
+                                                 socket.MSG_DONTWAIT)
+        except OSError:  # nothing more queued (BlockingIOError), or the socket closed
+            break
+        fds = array.array("i")
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                held += os.fstat(fd).st_blocks * 512
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        count += len(fds)
+        if not data and not fds:
+            break
+    return count, held
 
 
 def wait_exit(proc: subprocess.Popen[Any], timeout: float) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -299,15 +300,51 @@ def test_a_process_tree_is_found_frozen_and_thawed_top_down() -> None:
         proc.wait()
 
 
+def bare_runner() -> tuple[Any, Any]:
+    """A ``RunnerProcess`` with no process, its descriptor socket's other end."""
+    import socket
+    import threading
+
+    from aka_core.evaluation.sides import RunnerProcess
+
+    runner = RunnerProcess.__new__(RunnerProcess)
+    runner.side = "candidate"
+    runner.cmd_fd = 99  # not closed
+    runner._fd_lock, runner._fds_due = threading.Lock(), 0
+    runner.fd_socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return runner, theirs
+
+
+def test_memory_files_sent_unasked_are_drained_and_stop_the_side() -> None:
+    """A memory file a runner sends on its descriptor socket and closes is held by the queue,
+    in no process's size: outside a setup, the judge drains it (freeing it) and names it."""
+    import socket
+
+    from aka_core.evaluation.sides import queued_bytes
+
+    runner, theirs = bare_runner()
+    assert runner.unasked() is None  # nothing queued
+    memory = os.memfd_create("weights")
+    os.write(memory, b"\1" * (1 << 20))
+    socket.send_fds(theirs, [b"x"], [memory])
+    os.close(memory)
+    runner._fds_due = 1  # a setup asked for one: the judge's receive is left to take it
+    assert runner.unasked() is None and queued_bytes(runner.fd_socket) == 1
+    runner._fds_due = 0
+    message = runner.unasked()
+    assert message is not None and "1 file descriptor (1.0 MiB in their files) and 1 byte on" in message
+    assert queued_bytes(runner.fd_socket) == 0 and runner.unasked() is None
+    theirs.close()
+    runner.fd_socket.close()
+
+
 def test_memory_descriptors_come_with_their_tag_or_not_at_all(tmp_path: Path) -> None:
     """The judge takes exactly one descriptor carrying the tag the runner's reply named."""
     import socket
 
-    from aka_core.evaluation.sides import RunnerProcess, SideFailure
+    from aka_core.evaluation.sides import SideFailure
 
-    runner = RunnerProcess.__new__(RunnerProcess)
-    runner.side = "candidate"
-    runner.fd_socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    runner, theirs = bare_runner()
     target = tmp_path / "memory"
     target.write_bytes(b"x")
     with open(target, "rb") as handle:

@@ -120,6 +120,24 @@ def test_a_side_over_the_limit_is_reported_once_with_what_it_held(
     assert summary["peak_bytes"]["baseline"] < 48 * MIB
 
 
+def test_what_a_side_sent_the_judge_unasked_stops_it_at_the_next_step() -> None:
+    # ``RunnerProcess.unasked``: memory files queued on the judge's socket are in no process's
+    # size; the watch asks every step, whatever the host's memory says.
+    reports: dict[str, list[str]] = {"candidate": [], "baseline": []}
+    breaches = iter([None, "it sent 8 file descriptors"])
+    watch = memory_watch.MemoryWatch(limit=2**40, period=3600)
+    watch.watch("baseline", roots=lambda: [], over=reports["baseline"].append,
+                unasked=lambda: None)
+    watch.watch("candidate", roots=lambda: [], over=reports["candidate"].append,
+                unasked=lambda: next(breaches))
+    watch.check()
+    assert reports == {"candidate": [], "baseline": []}
+    watch.check()
+    watch.check()  # once: the side is done
+    assert reports == {"candidate": ["it sent 8 file descriptors"], "baseline": []}
+    watch.stop()
+
+
 def test_memory_spread_over_many_small_processes_adds_up(
         children: list[subprocess.Popen[str]]) -> None:
     # The attack the watch exists for: each process small, the side large.

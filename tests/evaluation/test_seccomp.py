@@ -23,9 +23,9 @@ pytestmark = pytest.mark.skipif(platform.machine() not in seccomp.TABLES
                                 reason="no seccomp table for this machine")
 
 CHILD = textwrap.dedent("""
-    import json, os, resource, subprocess, sys
+    import json, os, platform, resource, subprocess, sys
     from pathlib import Path
-    from aka_core.evaluation import sandbox
+    from aka_core.evaluation import sandbox, seccomp
     # A neighbour with no capabilities (as an ordinary user's judge has none): the kernel's own
     # check (``cap_safe_nice``) then lets scheduling calls on it through, even from a root child.
     helper = subprocess.Popen([sys.executable, "-c", "from aka_core.evaluation import sandbox; "
@@ -35,10 +35,9 @@ CHILD = textwrap.dedent("""
     assert helper.stdout.readline().strip() == "ready"
     other = helper.pid
     if sys.argv[2] == "off":  # the control: the same sandbox without the filter
-        from aka_core.evaluation import seccomp
-        seccomp.install = lambda own_pid=None: None
+        seccomp.install = lambda own_pid=None, sockets=True: None
     spec = sandbox.build_spec(scratch=Path(sys.argv[1]), read=[p for p in sys.path if p],
-                              protected=[], required=False)
+                              protected=[], required=False, sockets=sys.argv[2] == "sockets")
     record = sandbox.apply(spec)
     parent = os.getppid()
     tried = {}
@@ -94,9 +93,60 @@ CHILD = textwrap.dedent("""
             raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
         libc.shmctl(made, 0, None)  # IPC_RMID
     attempt("sysv_shared_memory", shared_segment)
+    libc.syscall.restype = ctypes.c_long
+    def raw(number, *args):  # a syscall's descriptor, closed at once
+        fd = libc.syscall(ctypes.c_long(number), *args)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        os.close(fd)
+    table = seccomp.HIDDEN_MEMORY[platform.machine()]
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
+    attempt("io_uring", lambda: raw(table[0], ctypes.c_uint(4), params))
+    attempt("secret_memory", lambda: raw(table[3], ctypes.c_uint(0)))
+    def message_queue():  # made, then removed at once
+        name = f"aka-test-{os.getpid()}".encode()  # the raw call takes no leading slash
+        raw(table[4], name, ctypes.c_int(os.O_CREAT | os.O_RDWR), ctypes.c_int(0o600), None)
+        libc.mq_unlink(b"/" + name)
+    attempt("message_queue", message_queue)
+    import socket
+    def unix_pair():
+        for end in socket.socketpair():
+            end.close()
+    attempt("unix_socket_pair", unix_pair)
+    attempt("inet_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
+    attempt("netlink_socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close())
     helper.stdin.close()  # it ends (Landlock scopes signals: it cannot be killed from here)
     print(json.dumps({"record": record, "tried": tried}))
 """)
+
+
+def host_allows() -> dict[str, bool]:
+    """Whether this test's own (unconfined) process may make each of what the filter adds."""
+    import ctypes
+    import socket
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    table = seccomp.HIDDEN_MEMORY[platform.machine()]
+    name = f"aka-probe-{os.getpid()}".encode()  # the raw call takes no leading slash
+    made = {"io_uring": libc.syscall(ctypes.c_long(table[0]), ctypes.c_uint(4),
+                                     ctypes.create_string_buffer(120)),
+            "secret_memory": libc.syscall(ctypes.c_long(table[3]), ctypes.c_uint(0)),
+            "message_queue": libc.syscall(ctypes.c_long(table[4]), name,
+                                          ctypes.c_int(os.O_CREAT | os.O_RDWR),
+                                          ctypes.c_int(0o600), None)}
+    for fd in made.values():
+        if fd >= 0:
+            os.close(fd)
+    if made["message_queue"] >= 0:
+        libc.mq_unlink(b"/" + name)
+    works = {key: fd >= 0 for key, fd in made.items()}
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()
+        works["netlink_socket"] = True
+    except OSError:
+        works["netlink_socket"] = False
+    return works
 
 
 def attempts(folder: Path, mode: str, script: str = CHILD) -> dict[str, Any]:
@@ -113,8 +163,15 @@ def test_without_the_filter_a_confined_process_reaches_other_processes(tmp_path:
     report = attempts(tmp_path, "off")
     assert report["record"]["other_processes"].startswith("unrestricted")
     for name in ("prlimit_parent", "setaffinity_other", "setscheduler_other",
-                 "setpriority_other", "prlimit_other", "sysv_shared_memory"):
+                 "setpriority_other", "prlimit_other", "sysv_shared_memory", "unix_socket_pair",
+                 "inet_socket"):
         assert report["tried"][name] == "done", (name, report)
+    # Each where the host itself allows it (a container's profile may refuse io_uring already,
+    # a kernel may be built without secret memory); Landlock already refuses a message queue
+    # (EACCES: its file system is one the runner may not write), the filter as well (EPERM).
+    for name, works in host_allows().items():
+        expected = "Permission denied" if name == "message_queue" else "done"
+        assert not works or report["tried"][name] == expected, (name, report["tried"][name])
 
 
 def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path: Path) -> None:
@@ -126,7 +183,9 @@ def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path
     for name in ("prlimit_parent", "prlimit_parent_cpu", "setpriority_parent", "setpriority_user",
                  "setpriority_group", "setaffinity_parent", "setscheduler_parent",
                  "setparam_parent", "setaffinity_other", "setscheduler_other",
-                 "setpriority_other", "prlimit_other", "sysv_shared_memory"):
+                 "setpriority_other", "prlimit_other", "sysv_shared_memory", "io_uring",
+                 "secret_memory", "message_queue", "unix_socket_pair", "inet_socket",
+                 "netlink_socket"):
         assert tried[name] == "Operation not permitted", (name, tried)
     for name in ("read_parent_limit", "own_limit", "own_limit_by_pid", "own_priority",
                  "own_priority_by_pid", "own_affinity", "own_affinity_by_pid", "own_scheduler",
@@ -134,6 +193,16 @@ def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path
         assert tried[name] == "done", (name, tried)
     assert {r: resource.getrlimit(r) for r in limits} == limits
     assert os.getpriority(os.PRIO_PROCESS, 0) == nice
+
+
+def test_a_spec_that_allows_sockets_gets_them_and_nothing_else(tmp_path: Path) -> None:
+    # An e2e engine's processes (and a task's own commands) talk over sockets.
+    tried = attempts(tmp_path, "sockets")["tried"]
+    for name in ("unix_socket_pair", "inet_socket"):
+        assert tried[name] == "done", (name, tried)
+    for name in ("prlimit_parent", "sysv_shared_memory", "io_uring", "secret_memory",
+                 "message_queue"):
+        assert tried[name] == "Operation not permitted", (name, tried)
 
 
 def test_every_jump_of_the_filter_lands_inside_it() -> None:
