@@ -974,6 +974,34 @@ PY
       exit_after_its_answer open_seventy_thousand_files 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
+  68)
+    # The runners' filter without sockets, io_uring, secret memory or message queues on a GPU
+    # (about three minutes): its tests on this kernel, what CUDA asks of sockets unconfined
+    # (where strace is installed), stored solutions of each kind judged under it, then the
+    # exploits that hide memory files where the memory watch cannot see them.
+    timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_seccomp.py \
+      tests/evaluation/test_memory_watch.py 2>&1 | tail -4
+    if command -v strace >/dev/null; then
+      timeout 60 strace -f -e trace=socket,socketpair,connect,io_uring_setup,mq_open \
+        python3 -c "import torch; x = torch.ones(1 << 20, device='cuda'); print(float(x.sum()))" \
+        2>&1 | grep -v "^+++\|^---" | tail -12
+    else
+      echo "no strace on this host"
+    fi
+    python3 bench/gpu_bench.py --out "$out/replay" --sections replay --deadline-s 90 \
+      --tasks triton2triton/gelu cuda2cuda/transpose torch2cuda/layer_norm \
+      torch2triton/gemm_bias_gelu torch2triton/attention_decode_gqa torch2cuda/softmax_rows \
+      2>&1 | tail -14
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 100 \
+      --exploits hide_memory_in_flight hide_memory_on_the_judges_socket \
+      hide_memory_in_an_io_uring hide_memory_in_a_memfd limit_the_judge 2>&1 \
+      | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  69)
+    # What the CUDA driver asks of sockets while it starts, and which refusals it survives
+    # (about a minute).
+    timeout 240 python3 bench/cuda_socket_probe.py 2>&1 | tail -20
+    ;;
   67)
     # Issue 13's service figure with the service's defaults (holder CPUs kept where the host
     # has enough), from a warm kernel store after a warm pass (about 150 s).

@@ -14,9 +14,15 @@ reading a limit stays allowed. It refuses System V IPC whole (``SYSV_IPC``), and
 would let a runner hold the host's memory where the judge's memory watch cannot see it
 (``HIDDEN_MEMORY``: ``io_uring``, whose registered files and socket operations bypass both the
 descriptor table and this filter, secret memory files, POSIX message queues). A kernel's runner
-makes no sockets at all (``sockets=False``): a memory file sent over a Unix socket pair and
-closed is held by the socket's queue, in no process's size and behind no descriptor; the only
-socket it has is the one its judge gave it (``sides.RunnerProcess.unasked``). Calls of another
+cannot connect a socket (``sockets=False``, ``CONNECTIONS``): a memory file sent over a pair of
+connected sockets of its own and closed is held by the socket's queue, in no process's size
+and behind no descriptor. It may make only Unix stream and sequenced-packet sockets, which send
+nothing until connected, and neither ``connect`` nor ``socketpair`` (nor a datagram socket,
+which takes an address of its own when it sends with credentials). The CUDA driver makes two
+such sockets while it starts: one asks for an MPS daemon (refused: there is none to use), the
+other listens, offering its UVM descriptor to other processes (refusing ``listen`` fails the
+driver's start in the sandbox: ``bench/cuda_socket_probe.py``). The one connected socket a
+runner has is the one its judge gave it (``sides.RunnerProcess.unasked``). Calls of another
 architecture's syscall table (32-bit ``int 0x80``, x32), which would pass a filter written for
 this one's numbers, are refused too.
 A thread of the runner's own named by its thread id is refused as well (a filter cannot tell it
@@ -81,8 +87,15 @@ HIDDEN_MEMORY = {
 an ``io_uring`` and closed stay open in the ring (whose own operations also make sockets and
 open files past this filter); a secret memory file's pages are in no file system the judge can
 look at; a POSIX message queue outlives its process. Nothing a runner loads uses them."""
-SOCKETS = {"x86_64": (41, 53), "aarch64": (198, 199)}
-"""socket, socketpair: refused to a kernel's runner (``program``'s ``sockets``)."""
+SOCKET = {"x86_64": 41, "aarch64": 198}
+CONNECTIONS = {"x86_64": {"socketpair": 53, "connect": 42},
+               "aarch64": {"socketpair": 199, "connect": 203}}
+"""Refused to a kernel's runner (``program``'s ``sockets``), as ``socket`` but for a Unix
+stream or sequenced-packet socket (``UNIX_TYPES``). Without ``connect`` a runner also reaches
+no daemon's named socket, which Landlock does not govern."""
+AF_UNIX = 1
+UNIX_TYPES = (1, 5)  # SOCK_STREAM, SOCK_SEQPACKET (the type's low bits; the rest are flags)
+_AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
 SCHEDULING = ("sched_setparam", "sched_setscheduler", "sched_setaffinity", "sched_setattr")
 """Calls whose first argument names the process (or thread) they change."""
 PRIO_PROCESS = 0
@@ -91,8 +104,9 @@ IOPRIO_WHO_PROCESS = 1
 
 def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int, int, int, int]]:
     """The filter for ``machine`` as (code, jump if true, jump if false, k) instructions;
-    KeyError for a machine without a table. ``sockets``: whether new sockets may be made (an
-    e2e engine's processes talk over them; a kernel's runner has no use for one)."""
+    KeyError for a machine without a table. ``sockets``: whether any socket may be made (an
+    e2e engine's processes talk over them); else only ``UNIX_TYPES`` of ``AF_UNIX``, and no
+    ``CONNECTIONS`` call."""
     arch, nr = TABLES[machine]
     labels: dict[str, int] = {}
     code: list[tuple[int, str | int, str | int, int]] = []
@@ -113,10 +127,23 @@ def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int,
     op(_JEQ, nr["ioprio_set"], "ioprio", 0)
     for name in SCHEDULING:
         op(_JEQ, nr[name], "pid", 0)
-    refused = [*SYSV_IPC[machine], *HIDDEN_MEMORY[machine], *(() if sockets else SOCKETS[machine])]
+    refused = [*SYSV_IPC[machine], *HIDDEN_MEMORY[machine],
+               *(() if sockets else CONNECTIONS[machine].values())]
     for number in refused:
         op(_JEQ, number, "refuse", 0)
+    if not sockets:
+        op(_JEQ, SOCKET[machine], "socket", 0)
     op(_RET, _ALLOW)
+    if not sockets:
+        # socket(family, type, protocol): a Unix stream or sequenced-packet socket only.
+        label("socket")
+        op(_LD_ABS, _arg(0))
+        op(_JEQ, AF_UNIX, 0, "refuse")
+        op(_LD_ABS, _arg(1))
+        op(_AND, 0xF)
+        for kind in UNIX_TYPES[:-1]:
+            op(_JEQ, kind, "allow", 0)
+        op(_JEQ, UNIX_TYPES[-1], "allow", "refuse")
     # sched_set*(pid, ...): itself.
     label("pid")
     op(_LD_ABS, _arg(0))
@@ -178,5 +205,5 @@ def install(own_pid: int | None = None, sockets: bool = True) -> str | None:
         return None
     return ("seccomp: other processes' resource limits, priorities and scheduling refused; "
             "System V IPC, io_uring, secret memory and message queues refused; "
-            + ("" if sockets else "new sockets refused; ")
+            + ("" if sockets else "connections, socket pairs and sockets but Unix streams refused; ")
             + "other architectures' syscalls refused")

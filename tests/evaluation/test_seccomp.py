@@ -113,6 +113,22 @@ CHILD = textwrap.dedent("""
         for end in socket.socketpair():
             end.close()
     attempt("unix_socket_pair", unix_pair)
+    attempt("unix_stream_socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close())
+    attempt("unix_packet_socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).close())
+    attempt("unix_datagram_socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).close())
+    def listener():  # the CUDA driver's (its UVM descriptor's): an abstract name, then listen
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as server:
+            server.bind(f"\\0aka-test-{os.getpid()}")
+            server.listen(1)
+    attempt("listen", listener)
+    def connect_own():  # a pair of connected sockets without socketpair: own listener, a client
+        name = f"\\0aka-pair-{os.getpid()}"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.bind(name)
+            server.listen(1)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.connect(name)
+    attempt("connect_own_listener", connect_own)
     attempt("inet_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
     attempt("netlink_socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close())
     helper.stdin.close()  # it ends (Landlock scopes signals: it cannot be killed from here)
@@ -164,7 +180,7 @@ def test_without_the_filter_a_confined_process_reaches_other_processes(tmp_path:
     assert report["record"]["other_processes"].startswith("unrestricted")
     for name in ("prlimit_parent", "setaffinity_other", "setscheduler_other",
                  "setpriority_other", "prlimit_other", "sysv_shared_memory", "unix_socket_pair",
-                 "inet_socket"):
+                 "unix_datagram_socket", "listen", "connect_own_listener", "inet_socket"):
         assert report["tried"][name] == "done", (name, report)
     # Each where the host itself allows it (a container's profile may refuse io_uring already,
     # a kernel may be built without secret memory); Landlock already refuses a message queue
@@ -184,12 +200,14 @@ def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path
                  "setpriority_group", "setaffinity_parent", "setscheduler_parent",
                  "setparam_parent", "setaffinity_other", "setscheduler_other",
                  "setpriority_other", "prlimit_other", "sysv_shared_memory", "io_uring",
-                 "secret_memory", "message_queue", "unix_socket_pair", "inet_socket",
-                 "netlink_socket"):
+                 "secret_memory", "message_queue", "unix_socket_pair", "unix_datagram_socket",
+                 "connect_own_listener", "inet_socket", "netlink_socket"):
         assert tried[name] == "Operation not permitted", (name, tried)
-    for name in ("read_parent_limit", "own_limit", "own_limit_by_pid", "own_priority",
-                 "own_priority_by_pid", "own_affinity", "own_affinity_by_pid", "own_scheduler",
-                 "threads"):
+    # What the CUDA driver does while it starts (``bench/cuda_socket_probe.py``): Unix stream
+    # and packet sockets, one of them listening.
+    for name in ("unix_stream_socket", "unix_packet_socket", "listen", "read_parent_limit",
+                 "own_limit", "own_limit_by_pid", "own_priority", "own_priority_by_pid",
+                 "own_affinity", "own_affinity_by_pid", "own_scheduler", "threads"):
         assert tried[name] == "done", (name, tried)
     assert {r: resource.getrlimit(r) for r in limits} == limits
     assert os.getpriority(os.PRIO_PROCESS, 0) == nice
@@ -198,7 +216,8 @@ def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path
 def test_a_spec_that_allows_sockets_gets_them_and_nothing_else(tmp_path: Path) -> None:
     # An e2e engine's processes (and a task's own commands) talk over sockets.
     tried = attempts(tmp_path, "sockets")["tried"]
-    for name in ("unix_socket_pair", "inet_socket"):
+    for name in ("unix_socket_pair", "unix_datagram_socket", "connect_own_listener",
+                 "inet_socket"):
         assert tried[name] == "done", (name, tried)
     for name in ("prlimit_parent", "sysv_shared_memory", "io_uring", "secret_memory",
                  "message_queue"):
