@@ -16,8 +16,8 @@ asked to run, with Linux facilities a process can apply to itself:
   it nor anything it executes can load kernel modules, remount, or override file permissions.
 * ``no_new_privs``: set-uid programs gain nothing.
 * **seccomp** (``seccomp``): other processes' resource limits, priorities and scheduling cannot
-  be changed; no System V IPC, ``io_uring``, secret memory or message queues; no new sockets
-  unless the spec allows them (``SandboxSpec.sockets``).
+  be changed; no System V IPC, ``io_uring``, secret memory or message queues; no connected
+  sockets of its own unless the spec allows them (``SandboxSpec.sockets``).
 * **Scheduling**: no real-time class and no priority raised above the one it started with
   (``RLIMIT_RTPRIO`` and ``RLIMIT_NICE`` at 0, whatever the host grants its user).
 * **Out of memory**: the process that starts a runner gives it a high ``oom_score_adj`` first
@@ -162,9 +162,10 @@ class SandboxSpec:
     devices: tuple[str, ...] = ()
     allow_network: bool = False
     sockets: bool = False
-    """Whether it may make sockets. A kernel's runner needs none (``seccomp``: a memory file
-    queued on a socket pair of its own would be memory no watch sees); an e2e engine's
-    processes and a task's own commands talk over them."""
+    """Whether it may make and connect any socket. A kernel's runner gets only the Unix stream
+    and packet sockets the CUDA driver makes, and no connection (``seccomp``: a memory file
+    queued on connected sockets of its own would be memory no watch sees); an e2e engine's
+    processes and a task's own commands talk over sockets."""
     required: bool = True
     """Fail (rather than run unconfined) when Landlock or a network restriction is unavailable."""
 
