@@ -59,6 +59,7 @@ from aka_core.evaluation.sides import (
     DISK_LIMIT,
     MEMORY_LIMIT,
     RAISED,
+    UNASKED,
     WATCHED,
     RunnerProcess,
     SideFailure,
@@ -285,10 +286,15 @@ class Judge:
                               unasked=functools.partial(self._unasked, side))
 
     def _unasked(self, side: str) -> str | None:
-        """What the side's runner or builder sent the judge unasked (``RunnerProcess.unasked``)."""
+        """What the side's runner or builder sent the judge unasked (``RunnerProcess.unasked``),
+        kept as the side's verdict (cause ``unasked_descriptors``) before the memory watch has
+        the side killed."""
         for process in self._side_runners(side):
             breach = process.unasked()
             if breach is not None:
+                runner = self.runners[side]
+                if runner.over_limit is None:
+                    runner.over_cause, runner.over_limit = UNASKED, breach
                 return breach
         return None
 
@@ -524,6 +530,9 @@ class Judge:
     def side_failure(self, side: str, exc: SideFailure, phase: str) -> JudgeFailure:
         """A runner's failure as the evaluation's: the candidate's fault, or the task's/host's."""
         details = dict(exc.details)
+        if details.get("cause") == UNASKED:  # it wrote on the judge's descriptor socket
+            kind = FailureKind.PROTOCOL if side == "candidate" else FailureKind.TASK_ERROR
+            return JudgeFailure(kind, f"{side}: {exc}", phase_of_failure=phase, **details)
         if details.get("cause") in WATCHED:
             # Killed for filling the disk or the host's memory (``disk_watch``,
             # ``memory_watch``), in any phase: its builder's code may have run before the

@@ -109,7 +109,8 @@ class Failure(OpenRecord):
     reads this in every attempt, on a GPU whose clocks held: ``performance.gpu_state``) or on
     new memory (``new``). ``disk_limit``: the side was killed for filling the disk
     (``disk_watch``); ``memory_limit``: for the host memory or the processes it held
-    (``memory_watch``)."""
+    (``memory_watch``); ``unasked_descriptors``: for what it sent on the judge's descriptor
+    socket unasked (``sides.RunnerProcess.unasked``, a ``protocol`` failure)."""
     placement: str | None = None
     traceback: str | None = None
     log_tail: str | None = None

@@ -164,8 +164,8 @@ class SandboxSpec:
     sockets: bool = False
     """Whether it may make and connect any socket. A kernel's runner gets only the Unix stream
     and packet sockets the CUDA driver makes, and no connection (``seccomp``: a memory file
-    queued on connected sockets of its own would be memory no watch sees); an e2e engine's
-    processes and a task's own commands talk over sockets."""
+    queued on connected sockets of its own would be memory no watch sees), and so does an e2e
+    engine; a harness task's own commands may talk over sockets (its worker pools)."""
     required: bool = True
     """Fail (rather than run unconfined) when Landlock or a network restriction is unavailable."""
 

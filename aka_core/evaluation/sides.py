@@ -80,6 +80,9 @@ DISK_LIMIT = "disk_limit"
 MEMORY_LIMIT = "memory_limit"
 """A failure's ``cause`` when the judge killed the side for the host memory or the processes
 it held (``memory_watch``)."""
+UNASKED = "unasked_descriptors"
+"""A failure's ``cause`` when the judge stopped the side for what it sent on the judge's
+descriptor socket unasked (``RunnerProcess.unasked``): a breach of the protocol."""
 WATCHED = (DISK_LIMIT, MEMORY_LIMIT)
 
 
@@ -210,8 +213,10 @@ class RunnerProcess:
             self._fd_lock.release()
         from aka_core.evaluation.watch_thread import size_text
 
-        files = f"{count} file descriptor{'' if count == 1 else 's'}"
         data = f"{queued} byte{'' if queued == 1 else 's'}"
+        if not count:
+            return f"it wrote {data} on its descriptor socket that the judge did not ask for"
+        files = f"{count} file descriptor{'' if count == 1 else 's'}"
         return (f"it sent {files} ({size_text(held)} in their files) and {data} on its "
                 f"descriptor socket that the judge did not ask for (a file queued there is "
                 f"memory no process's size shows)")
@@ -237,7 +242,8 @@ class RunnerProcess:
     def _gone(self, message: str) -> SideFailure:
         if self.over_limit is not None:
             self.dead = True
-            return SideFailure(FailureKind.RESOURCES, f"the {self.side} was stopped: "
+            kind = FailureKind.PROTOCOL if self.over_cause == UNASKED else FailureKind.RESOURCES
+            return SideFailure(kind, f"the {self.side} was stopped: "
                                f"{self.over_limit}", side=self.side, cause=self.over_cause,
                                log_tail=tail(self.log_path))
         code = self.proc.poll()

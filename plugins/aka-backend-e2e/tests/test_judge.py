@@ -19,7 +19,7 @@ from aka_backend_e2e import workload as wl
 from aka_backend_e2e.judge import E2EJudge
 from aka_backend_e2e.variants import write_tiny_variant
 
-from aka_core.plugin import JudgeRequest, PluginHost, dump_yaml, load_plain_yaml
+from aka_core.plugin import JudgeRequest, PluginHost, dump_yaml, load_plain_yaml, sandbox
 from aka_core.testing import api, load_task, preserve_baseline
 
 REPO = Path(__file__).resolve().parents[3]
@@ -165,6 +165,33 @@ def test_an_engine_that_fills_the_hosts_memory_is_stopped_and_blamed(
     assert result.status == "completed" and not result.candidate_accepted
     assert failure is not None and failure.kind == "resources" and failure.arm == "candidate"
     assert "over the limit of 1.00 GiB (AKA_MEMORY_LIMIT)" in failure.message
+
+
+PAIR_MAKER = """\
+import socket
+try:
+    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+except PermissionError:
+    pass
+else:
+    raise RuntimeError("made a socket pair: memory files could wait on it, out of sight")
+"""
+
+
+@pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="the engine's filter comes with its sandbox")
+def test_an_engine_cannot_make_a_socket_pair_to_hide_memory_files_on(task_dir: Path,
+                                                                      tmp_path: Path) -> None:
+    # Memory files queued on a socket pair and closed are in no process's size: an engine, as a
+    # kernel's runner, may connect no socket of its own (``seccomp``). The tree fails to import
+    # where it made one: so it does unconfined, the control.
+    tree = candidate(tmp_path, PAIR_MAKER + OTHER_NORM)
+    result = api.evaluate_candidate(task_dir, tree, device="cpu", confinement="required")
+    assert result.status == "completed" and result.evaluation.failure is None, (
+        result.evaluation.failure)
+    control = api.evaluate_candidate(task_dir, tree, device="cpu", confinement="off")
+    failure = control.evaluation.failure
+    assert failure is not None and failure.kind == "compile" and "made a socket pair" in (
+        failure.message)
 
 
 def test_a_broken_baseline_is_the_tasks_fault(task_dir: Path, tmp_path: Path) -> None:

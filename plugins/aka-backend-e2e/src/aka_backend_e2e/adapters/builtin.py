@@ -213,8 +213,8 @@ class BuiltinAdapter:
             scratch=scratch,
             read=[str(kernels_dir), str(self.weights), *engine_read_folders(), *self.extra_read],
             protected=sandbox_protected(self.protected),
-            required=self.confinement == "required",
-            sockets=True)  # an engine's processes talk over them (ZMQ, torch.multiprocessing)
+            required=self.confinement == "required")  # no connected sockets of its own, as a
+        # kernel's runner: it talks to the judge over pipes (``seccomp``)
         # Triton kernels of a tree run in Triton's interpreter on a CPU (as the triton backend's
         # runners do); never on a GPU.
         interpret = {"TRITON_INTERPRET": "1"} if self.device == "cpu" else {}
