@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from aka_core.evaluation.failures import FailureKind
 from aka_core.models import Harness, Task
 from aka_core.tails import tail
@@ -148,20 +150,28 @@ class _Runner:
     def one(self, command: str, folder: Path, phase: str, side: str) -> None:
         self.count += 1
         log = self.logs / f"harness-{self.count:02d}-{side}-{phase}.log"
-        code, seconds, confined = run_confined(command, folder, log, self.protected,
-                                               self.confinement, self.timeout, side)
+        run = run_confined(command, folder, log, self.protected, self.confinement,
+                           self.timeout, side)
+        code, seconds, confined = run.code, run.seconds, run.confinement
         if confined is not None:
             whole = self.record["confinement"]
             whole["confined"] = bool(whole.get("confined")) and bool(confined.get("confined"))
             whole.setdefault("sides", {})[side] = confined
         self.record.setdefault("steps", []).append(
             {"side": side, "phase": phase, "command": command, "exit": code,
-             "seconds": round(seconds, 3), "log": log.name})
+             "seconds": round(seconds, 3), "log": log.name,
+             "added_disk_bytes": run.added_disk_bytes, "peak_memory_bytes": run.peak_memory_bytes,
+             "stopped": run.stopped})
         output = tail(log, 3000)
         if confined is None or "error" in confined:
             # The launcher did not confine and start the command: the evaluator's fault.
             raise StepFailed(FailureKind.INFRA_ERROR, phase, "the command could not be confined and "
                              f"started: {(confined or {}).get('error') or output[-800:]}")
+        if run.stopped is not None:
+            # It filled the disk or the host's memory (``disk_watch``, ``memory_watch``).
+            kind = FailureKind.RESOURCES if side == "candidate" else FailureKind.TASK_ERROR
+            raise StepFailed(kind, phase, f"the {side}'s `{command}` was stopped: {run.stopped}",
+                             cause=run.cause, log_tail=output)
         if code == 0:
             return
         if code is None:
@@ -177,13 +187,33 @@ class _Runner:
                          log_tail=output)
 
 
+@attrs.frozen
+class ConfinedRun:
+    code: int | None
+    """The exit status; None when it was killed (its time limit, or a watch)."""
+    seconds: float
+    confinement: dict[str, Any] | None
+    """The sandbox's record, as the launcher wrote it (None: it wrote none)."""
+    stopped: str | None = None
+    """Why a watch killed it: what it wrote or held over a limit."""
+    cause: str | None = None
+    """``disk_limit`` or ``memory_limit``, where a watch killed it."""
+    added_disk_bytes: int | None = None
+    """The most the watch found it had added to its folder (``disk_watch``)."""
+    peak_memory_bytes: int | None = None
+    """The most host memory the watch found its processes held (``memory_watch``)."""
+
+
 def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str],
-                 confinement: str, timeout: float, side: str = "candidate"
-                 ) -> tuple[int | None, float, dict[str, Any] | None]:
-    """Run ``command`` in ``folder`` confined to it; (exit status or None on timeout, seconds,
-    the sandbox's record)."""
-    from aka_core.evaluation import sandbox
+                 confinement: str, timeout: float, side: str = "candidate") -> ConfinedRun:
+    """Run ``command`` in ``folder`` confined to it, watched as a judge watches a side: killed
+    where it writes more than ``AKA_SCRATCH_LIMIT`` into ``folder`` beyond what was there (or
+    into files it deleted and holds), or holds more host memory, processes, threads or open
+    files than ``memory_watch`` allows. A candidate's command that fills the host would fail
+    every other evaluation on it."""
+    from aka_core.evaluation import disk_watch, memory_watch, sandbox
     from aka_core.evaluation.evaluate import die_with_parent, worker_base_environment
+    from aka_core.processes import signal_tree
 
     home = folder / ".aka-home"
     home.mkdir(exist_ok=True)
@@ -195,6 +225,13 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
     env = {**worker_base_environment(), "HOME": str(home), "TMPDIR": str(home),
            "XDG_CACHE_HOME": str(home / "cache"), "TRITON_CACHE_DIR": str(home / "triton"),
            "PYTHONDONTWRITEBYTECODE": "1"}
+    # The folder holds the task's files already (a workspace, the baseline's copy): the limits
+    # are on what the command adds.
+    before, entries, _ = disk_watch.usage([folder], [])
+    disk = disk_watch.DiskWatch(limit=before + disk_watch.limit_bytes(),
+                                max_entries=entries + disk_watch.MAX_ENTRIES)
+    memory = memory_watch.MemoryWatch(shortage=False)  # one side: no baseline to weigh
+    verdict: list[tuple[str, str]] = []
     started = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -204,20 +241,44 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
             pass_fds=(write_fd,), start_new_session=True,
             preexec_fn=die_with_parent(os.getpid(), sandbox.oom_score_adj(side)))
     os.close(write_fd)
-    with os.fdopen(read_fd, "r", encoding="utf-8") as reader:
-        line = reader.readline()  # the launcher's sandbox record, before it runs the command
-    confined = json.loads(line) if line.strip() else None
-    try:
-        code: int | None = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
+
+    def kill() -> None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # the command's children too
         except (ProcessLookupError, PermissionError):
             pass
+        signal_tree(proc.pid, signal.SIGKILL)  # and those that left its group
+
+    def stop(cause: str, message: str) -> None:
+        if not verdict:
+            verdict.append((cause, message))
+        kill()
+
+    from aka_core.evaluation.sides import DISK_LIMIT, MEMORY_LIMIT
+
+    disk.watch(side, [folder], roots=lambda: [proc.pid],
+               over=lambda message: stop(DISK_LIMIT, message))
+    memory.watch(side, roots=lambda: [proc.pid],
+                 over=lambda message: stop(MEMORY_LIMIT, message))
+    try:
+        with os.fdopen(read_fd, "r", encoding="utf-8") as reader:
+            line = reader.readline()  # the launcher's sandbox record, before it runs the command
+        confined = json.loads(line) if line.strip() else None
+        try:
+            code: int | None = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        kill()
         proc.wait()
-    return code, time.monotonic() - started, confined
+        disk_use, memory_use = disk.stop(), memory.stop()
+    if verdict:
+        code = None
+    cause, message = verdict[0] if verdict else (None, None)
+    peak_disk = disk_use["peak_bytes"].get(side)
+    return ConfinedRun(code, time.monotonic() - started, confined, message, cause,
+                       None if peak_disk is None else max(0, peak_disk - before),
+                       memory_use["peak_bytes"].get(side))
 
 
 def main(argv: list[str]) -> None:

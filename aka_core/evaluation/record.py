@@ -631,6 +631,12 @@ class HarnessStep(OpenRecord):
     exit: int | None = None
     seconds: Number | None = None
     log: str | None = None
+    added_disk_bytes: int | None = None
+    """The most it had added to its folder when the disk watch looked (``disk_watch``)."""
+    peak_memory_bytes: int | None = None
+    """The most host memory its processes held when the memory watch looked."""
+    stopped: str | None = None
+    """Why a watch killed it (over the disk or memory limit), if one did."""
 
 
 # --------------------------------------------------------------------------- e2e's section

@@ -89,3 +89,52 @@ def test_the_candidates_code_run_by_the_tasks_commands_stays_in_its_workspace(
         assert (task / "src" / "kernel.py").read_text().startswith("def scale")
     finally:
         home_plant.unlink(missing_ok=True)
+
+
+FILLER = '''
+import os, pathlib, time
+
+{fill}
+time.sleep(10)
+
+
+def scale(xs):
+    return [2 * x for x in xs]
+'''
+
+FILL_DISK = '''chunk = os.urandom(1 << 20) * 8
+for i in range(16):  # 128 MiB, in files under the 512 MB file limit
+    pathlib.Path(f"fill{i}").write_bytes(chunk)'''
+
+FILL_MEMORY = '''chunk = b"x" * (16 << 20)
+held = [os.memfd_create(f"held{i}") for i in range(12)]
+for fd in held:  # 768 MiB in memory files it never maps
+    for _ in range(4):
+        os.write(fd, chunk)'''
+
+
+@pytest.mark.parametrize("what,fill,limit,cause", [
+    ("disk", FILL_DISK, {"AKA_SCRATCH_LIMIT": "32M"}, "disk_limit"),
+    ("memory", FILL_MEMORY, {"AKA_MEMORY_LIMIT": "512M"}, "memory_limit")])
+def test_a_tasks_command_that_fills_the_host_is_stopped_and_blamed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str, fill: str,
+        limit: dict[str, str], cause: str) -> None:
+    # The candidate's code, run by the task's correctness command, fills the disk or the host's
+    # memory (limits lowered so that the test fills little): the command is killed at the
+    # limit, the candidate's ``resources`` failure, not the host's.
+    if sandbox.landlock_abi() <= 0:
+        pytest.skip("no Landlock here: commands cannot be confined")
+    for name, value in limit.items():
+        monkeypatch.setenv(name, value)
+    task = write_task(tmp_path / "tasks" / "akav1" / "scale")
+    candidate = tmp_path / "candidate" / "src"
+    candidate.mkdir(parents=True)
+    (candidate / "kernel.py").write_text(FILLER.format(fill=fill))
+    result = api.evaluate_candidate(task, candidate.parent, device="cpu")
+    failure = result.evaluation.failure
+    assert result.status == "completed" and not result.pass_correctness
+    assert failure is not None and failure.kind == "resources" and failure.cause == cause, failure
+    assert "was stopped" in failure.message and "over the limit" in failure.message
+    step = (result.evaluation.steps or [None])[-1]
+    assert step is not None and step.exit is None and step.stopped in failure.message
+    assert result.evaluation.unknown_keys() == []
