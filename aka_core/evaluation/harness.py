@@ -4,7 +4,8 @@ task ships, for formats that predate the judge (``aka-tasks-akav1``).
 Every command runs with ``/bin/sh -c`` in a folder of its own (the workspace for the candidate, a
 writable copy of the preserved task for the baseline), confined like a runner (``sandbox``: that
 folder writable, system and Python folders readable, the tasks, tests and run folders and
-everything else kept out, no network), in a process group killed at its time limit. Correctness
+everything else kept out, no network), in a process group killed at its time limit or when it
+fills the disk or the host's memory (``run_confined``: the judge's own watches). Correctness
 is the correctness commands' exit status; time is what the performance commands write in their
 JSON report, for the baseline and for the candidate, and the speedup their ratio.
 
