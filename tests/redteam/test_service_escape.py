@@ -10,6 +10,7 @@ service it could open, turns its output into zeros (a correctness failure)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -81,10 +82,15 @@ def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path,
     if sandbox.landlock_abi() <= 0:
         pytest.skip("no Landlock here: runners cannot be confined")
     try:
+        # One at a time (the parametrized cases may run in parallel workers): a runner's sandbox
+        # lists the folders beside a protected one, so another case's state folder appearing in
+        # /opt meanwhile would make the pre-started runners' sandbox differ from the request's.
+        lock = open("/opt/aka-redteam-serve.lock", "a")  # noqa: SIM115 (held to the test's end)
         state = Path("/opt") / f"aka-redteam-serve-{uuid.uuid4().hex[:8]}"
-        state.mkdir()
     except OSError:
         pytest.skip("/opt is not writable here")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    state.mkdir()
     port_file = state / "service.json"
     proc = subprocess.Popen([sys.executable, "-m", "aka_core.cli", "serve", "--tasks",
                              str(open_tasks_root()), "--state", str(state), "--port", "0",
@@ -117,6 +123,7 @@ def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path,
         proc.terminate()
         proc.wait(timeout=60)
         shutil.rmtree(state, ignore_errors=True)
+        lock.close()  # lets the other case go
 
 
 def test_a_workspace_link_cannot_carry_files_from_outside_into_the_candidate(tmp_path: Path
