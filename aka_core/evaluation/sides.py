@@ -9,7 +9,6 @@ and are killed with the runner.
 
 from __future__ import annotations
 
-import array
 import contextlib
 import ctypes
 import fcntl
@@ -335,25 +334,38 @@ def drain_descriptors(sock: socket.socket, max_messages: int = 4096) -> tuple[in
     """Everything queued on ``sock`` read without waiting, each descriptor it carried closed:
     (descriptors, the bytes their files held on disk or in memory)."""
     count = held = 0
-    for _ in range(max_messages):
-        try:  # not ``socket.recv_fds``: before Python 3.12 it drops its flags (and would wait)
-            data, ancillary, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(253 * 4),
-                                                 socket.MSG_DONTWAIT)
-        except OSError:  # nothing more queued (BlockingIOError), or the socket closed
-            break
-        fds = array.array("i")
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                held += os.fstat(fd).st_blocks * 512
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        count += len(fds)
-        if not data and not fds:
-            break
+    timeout = sock.gettimeout()
+    # Non-blocking for the drain: a socket with a timeout (``receive_fd`` sets one) would wait
+    # that long for more, MSG_DONTWAIT or not, holding the memory watch's thread.
+    sock.setblocking(False)
+    try:
+        for _ in range(max_messages):
+            message = _next_message(sock)
+            if message is None:
+                break
+            data, fds = message
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    held += os.fstat(fd).st_blocks * 512
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            count += len(fds)
+            if not data and not fds:
+                break
+    finally:
+        with contextlib.suppress(OSError):
+            sock.settimeout(timeout)
     return count, held
+
+
+def _next_message(sock: socket.socket) -> tuple[bytes, list[int]] | None:
+    """One message queued on the non-blocking ``sock`` and the descriptors it carried; None when
+    nothing is queued or the socket is closed."""
+    try:
+        data, fds, _, _ = socket.recv_fds(sock, 65536, 253)
+    except OSError:
+        return None
+    return data, fds
 
 
 def wait_exit(proc: subprocess.Popen[Any], timeout: float) -> int:

@@ -319,6 +319,7 @@ def test_memory_files_sent_unasked_are_drained_and_stop_the_side() -> None:
     """A memory file a runner sends on its descriptor socket and closes is held by the queue,
     in no process's size: outside a setup, the judge drains it (freeing it) and names it."""
     import socket
+    import threading
 
     from aka_core.evaluation.sides import queued_bytes
 
@@ -331,7 +332,14 @@ def test_memory_files_sent_unasked_are_drained_and_stop_the_side() -> None:
     runner._fds_due = 1  # a setup asked for one: the judge's receive is left to take it
     assert runner.unasked() is None and queued_bytes(runner.fd_socket) == 1
     runner._fds_due = 0
-    message = runner.unasked()
+    runner.fd_socket.settimeout(600)  # as ``receive_fd`` leaves it: the drain must not wait
+    answers: list[str | None] = []
+    drain = threading.Thread(target=lambda: answers.append(runner.unasked()), daemon=True)
+    drain.start()
+    drain.join(30)
+    assert answers, "the drain waited for more on a socket with a timeout"
+    message = answers[0]
+    assert runner.fd_socket.gettimeout() == 600
     assert message is not None and "1 file descriptor (1.0 MiB in their files) and 1 byte on" in message
     assert queued_bytes(runner.fd_socket) == 0 and runner.unasked() is None
     theirs.close()
