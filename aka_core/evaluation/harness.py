@@ -214,6 +214,7 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
     every other evaluation on it."""
     from aka_core.evaluation import disk_watch, memory_watch, sandbox
     from aka_core.evaluation.evaluate import die_with_parent, worker_base_environment
+    from aka_core.evaluation.sides import DISK_LIMIT, MEMORY_LIMIT
     from aka_core.processes import signal_tree
 
     home = folder / ".aka-home"
@@ -248,14 +249,13 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
             os.killpg(proc.pid, signal.SIGKILL)  # the command's children too
         except (ProcessLookupError, PermissionError):
             pass
-        signal_tree(proc.pid, signal.SIGKILL)  # and those that left its group
+        if proc.returncode is None:  # not reaped: its pid is still its own
+            signal_tree(proc.pid, signal.SIGKILL)  # and those that left its group
 
     def stop(cause: str, message: str) -> None:
         if not verdict:
             verdict.append((cause, message))
         kill()
-
-    from aka_core.evaluation.sides import DISK_LIMIT, MEMORY_LIMIT
 
     disk.watch(side, [folder], roots=lambda: [proc.pid],
                over=lambda message: stop(DISK_LIMIT, message))
@@ -270,9 +270,10 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
         except subprocess.TimeoutExpired:
             code = None
     finally:
+        # The watches first: their thread must not signal a pid reaped meanwhile.
+        disk_use, memory_use = disk.stop(), memory.stop()
         kill()
         proc.wait()
-        disk_use, memory_use = disk.stop(), memory.stop()
     if verdict:
         code = None
     cause, message = verdict[0] if verdict else (None, None)
