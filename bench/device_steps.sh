@@ -1002,6 +1002,13 @@ PY
     # (about a minute).
     timeout 240 python3 bench/cuda_socket_probe.py 2>&1 | tail -20
     ;;
+  70)
+    # The exploits that queue memory files on the judge's descriptor socket, at import and from
+    # a call (after an arena's descriptor went that way), about a minute.
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 100 \
+      --exploits hide_memory_on_the_judges_socket hide_memory_on_the_judges_socket_when_called \
+      2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
   67)
     # Issue 13's service figure with the service's defaults (holder CPUs kept where the host
     # has enough), from a warm kernel store after a warm pass (about 150 s).
