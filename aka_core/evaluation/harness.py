@@ -219,10 +219,10 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
 
     home = folder / ".aka-home"
     home.mkdir(exist_ok=True)
-    # A task's commands may start worker pools that talk over sockets (``multiprocessing``).
+    # No connected sockets of its own, as a runner: Landlock does not govern ``connect``, and
+    # a root command could otherwise ask a host daemon's socket for what it may not do itself.
     spec_json = json.dumps(sandbox.build_spec(scratch=folder, read=[], protected=protected,
-                                              required=confinement == "required",
-                                              sockets=True).to_json())
+                                              required=confinement == "required").to_json())
     read_fd, write_fd = os.pipe()
     env = {**worker_base_environment(), "HOME": str(home), "TMPDIR": str(home),
            "XDG_CACHE_HOME": str(home / "cache"), "TRITON_CACHE_DIR": str(home / "triton"),

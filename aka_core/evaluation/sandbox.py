@@ -162,10 +162,11 @@ class SandboxSpec:
     devices: tuple[str, ...] = ()
     allow_network: bool = False
     sockets: bool = False
-    """Whether it may make and connect any socket. A kernel's runner gets only the Unix stream
-    and packet sockets the CUDA driver makes, and no connection (``seccomp``: a memory file
-    queued on connected sockets of its own would be memory no watch sees), and so does an e2e
-    engine; a harness task's own commands may talk over sockets (its worker pools)."""
+    """Whether it may make and connect any socket. Without, it gets only the Unix stream and
+    packet sockets the CUDA driver makes, and no connection (``seccomp``: a memory file queued on
+    connected sockets of its own would be memory no watch sees, and Landlock does not govern
+    ``connect`` to a host daemon's named socket): so are every runner, e2e engine and harness
+    command of aka's. For an engine whose parts talk over sockets."""
     required: bool = True
     """Fail (rather than run unconfined) when Landlock or a network restriction is unavailable."""
 

@@ -105,8 +105,8 @@ IOPRIO_WHO_PROCESS = 1
 def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int, int, int, int]]:
     """The filter for ``machine`` as (code, jump if true, jump if false, k) instructions;
     KeyError for a machine without a table. ``sockets``: whether any socket may be made and
-    connected (a harness task's commands may talk over them); else only ``UNIX_TYPES`` of
-    ``AF_UNIX``, and no ``CONNECTIONS`` call."""
+    connected (``SandboxSpec.sockets``); else only ``UNIX_TYPES`` of ``AF_UNIX``, and no
+    ``CONNECTIONS`` call."""
     arch, nr = TABLES[machine]
     labels: dict[str, int] = {}
     code: list[tuple[int, str | int, str | int, int]] = []

@@ -7,6 +7,7 @@ write outside its workspace, or reach the network; and the record stays marked."
 from __future__ import annotations
 
 import json
+import socket
 import textwrap
 from pathlib import Path
 
@@ -45,6 +46,12 @@ try:
     found.append("network")
 except OSError:
     pass
+try:  # a host daemon's socket (Landlock does not govern connect)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as daemon:
+        daemon.connect({daemon!r})
+    found.append("daemon socket")
+except OSError:
+    pass
 
 
 def scale(xs):
@@ -77,8 +84,12 @@ def test_the_candidates_code_run_by_the_tasks_commands_stays_in_its_workspace(
     writes = [str(outside), str(home_plant), str(task / "src" / "kernel.py")]
     candidate = tmp_path / "candidate" / "src"
     candidate.mkdir(parents=True)
-    (candidate / "kernel.py").write_text(textwrap.dedent(PROBE.format(blocked=blocked,
-                                                                      writes=writes)))
+    daemon = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    daemon_path = tmp_path / "daemon.sock"
+    daemon.bind(str(daemon_path))
+    daemon.listen(1)
+    (candidate / "kernel.py").write_text(textwrap.dedent(PROBE.format(
+        blocked=blocked, writes=writes, daemon=str(daemon_path))))
     try:
         result = api.evaluate_candidate(task, candidate.parent, device="cpu")
         assert result.pass_correctness is True, result.evaluation.failure
@@ -89,6 +100,7 @@ def test_the_candidates_code_run_by_the_tasks_commands_stays_in_its_workspace(
         assert (task / "src" / "kernel.py").read_text().startswith("def scale")
     finally:
         home_plant.unlink(missing_ok=True)
+        daemon.close()
 
 
 FILLER = '''
