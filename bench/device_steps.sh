@@ -134,7 +134,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 65}"
+step="${1:?step 1 to 71}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -1018,5 +1018,15 @@ PY
       --warm-pass --deadline-s "${SERVICE_DEADLINE_S:-60}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | grep "$keep"
     ;;
-  *) echo "step 1 to 67" >&2; exit 2 ;;
+  71)
+    # Issue 13's whole table on the code as it stands: serial `aka eval` of the 16 (which builds
+    # the kernel store), 64 in flight through `aka serve` three times, single requests and
+    # `aka eval --service`, and every service CI against the serial one (about 480 s).
+    AKA_KERNEL_CACHE="/tmp/kernel-store-$step" python3 bench/service_bench.py \
+      --out "$out/service" --repeats 3 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 4 \
+      --single-gap 6 --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+    python3 bench/placement_histogram.py "$out/service/bench.json" 2>&1 | tail -8
+    ;;
+  *) echo "step 1 to 71" >&2; exit 2 ;;
 esac
