@@ -140,6 +140,8 @@ def quick_pass(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any] | None:
         # with NaN take the pass below).
         return {"passed": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "rel_l2": 0.0,
                 "mismatched": 0, "elements": int(out.numel())}
+    if _both_integers(out, ref) and tol.atol == 0 and tol.rtol == 0:
+        return None  # unequal integers: the exact comparison counts them (float64 has 53 bits)
     slack = 1.0 - QUICK_MARGIN
     # The kernel's float32 arithmetic may flush denormals (< 2**-126) to zero: harmless where
     # atol's margin is far larger, not where a task asks for exact floats (atol 0).
@@ -201,13 +203,28 @@ def _widened(out: Any, ref: Any) -> tuple[Any, Any]:
     return out.detach().to(wide), ref.detach().to(device=out.device, dtype=wide)
 
 
-def exact_compare(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any]:
-    """Compare one output with its reference in float64: NaN and inf positions must match."""
+def _both_integers(out: Any, ref: Any) -> bool:
+    return not out.dtype.is_floating_point and not ref.dtype.is_floating_point
+
+
+def _integers_differ(out: Any, ref: Any, tol: Tolerance) -> Any:
+    """Where integer outputs under an exact tolerance differ from their integer reference,
+    compared as integers (float64 holds them exactly only below 2**53), else None."""
     import torch
 
-    o = out.detach().to(torch.float32).to(torch.float64)
-    r = ref.detach().to(device=out.device).to(torch.float32 if ref.dtype != torch.float64
-                                                else torch.float64).to(torch.float64)
+    if not (_both_integers(out, ref) and tol.atol == 0 and tol.rtol == 0):
+        return None
+    return out.detach().to(torch.int64) != ref.detach().to(device=out.device, dtype=torch.int64)
+
+
+def exact_compare(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any]:
+    """Compare one output with its reference in float64 (every float and every integer below
+    2**53 exactly; integers under an exact tolerance as integers): NaN and inf positions must
+    match."""
+    import torch
+
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(device=out.device, dtype=torch.float64)
     if o.shape != r.shape:
         return {"passed": False, "reason": f"shape {tuple(o.shape)} != reference {tuple(r.shape)}"}
     nan_o, nan_r = torch.isnan(o), torch.isnan(r)
@@ -227,6 +244,10 @@ def exact_compare(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any]:
     diff = (of - rf).abs()
     bound = tol.atol + tol.rtol * rf.abs()
     bad = diff > bound
+    differ = _integers_differ(out, ref, tol)
+    if differ is not None:  # integers have neither NaN nor inf: ``finite`` is every element
+        bad = bad | differ.flatten()
+        diff = torch.where(differ.flatten(), diff.clamp_min(1.0), diff)
     mismatched = int(bad.sum())
     ref_norm = float(torch.linalg.vector_norm(rf))
     rel_l2 = float(torch.linalg.vector_norm(of - rf)) / ref_norm if ref_norm > 0 else float(
@@ -241,10 +262,12 @@ def exact_compare(out: Any, ref: Any, tol: Tolerance) -> dict[str, Any]:
     reasons = []
     if mismatched:
         idx = int(torch.argmax((diff - bound).flatten()))
-        reasons.append(
-            f"{mismatched} of {int(of.numel())} elements outside atol={tol.atol} rtol={tol.rtol} "
-            f"(worst: got {float(of.flatten()[idx]):.6g}, expected {float(rf.flatten()[idx]):.6g})"
-        )
+        if differ is not None:  # integers as integers (float64 would round large ones alike)
+            got, expected = (f"{int(t.detach().flatten()[idx])}" for t in (out, ref))
+        else:
+            got, expected = f"{float(of[idx]):.6g}", f"{float(rf[idx]):.6g}"
+        reasons.append(f"{mismatched} of {int(of.numel())} elements outside atol={tol.atol} "
+                       f"rtol={tol.rtol} (worst: got {got}, expected {expected})")
     if tol.max_rel_l2 is not None and rel_l2 > tol.max_rel_l2:
         reasons.append(f"relative L2 error {rel_l2:.3g} > {tol.max_rel_l2}")
     result["passed"] = not reasons
@@ -292,6 +315,9 @@ def failure_flag(out: Any, ref: Any, tol: Tolerance) -> Any:
     fine = ((diff <= tol.atol + tol.rtol * r.abs()) & r.isfinite()) | (o == r) | (
         o.isnan() & r.isnan())
     failed = ~fine.all()
+    differ = _integers_differ(out, ref, tol)
+    if differ is not None:
+        failed = failed | differ.any()
     if tol.max_rel_l2 is not None:
         finite = r.isfinite()
         err = torch.linalg.vector_norm(torch.where(finite, o - r, 0.0))

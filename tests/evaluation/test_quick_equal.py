@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -51,3 +53,27 @@ def test_signed_zeros_and_other_dtypes_are_not_shortcut_wrongly() -> None:
     before = fused_compare.counts["equal"]
     assert checking.compare(ref.clone(), ref, loose)["passed"]
     assert fused_compare.counts["equal"] == before
+
+
+@pytest.mark.parametrize(("base", "dtype"), [(2**24, torch.int64), (2**24, torch.int32),
+                                             (2**60, torch.int64)])
+def test_integers_differing_by_one_fail_beyond_floats_digits(base: int, dtype: torch.dtype) -> None:
+    # float32 holds integers exactly below 2**24, float64 below 2**53: integers compare as integers.
+    ref = (torch.arange(1000, dtype=torch.int64) + base).to(dtype)
+    out = ref.clone()
+    out[::2] += 1
+    result = checking.compare(out, ref, EXACT)
+    assert not result["passed"] and result["mismatched"] == 500
+    got, expected = map(int, re.search(r"got (\d+), expected (\d+)", result["reason"]).groups())
+    assert got == expected + 1 and expected >= base  # written as integers, not rounded floats
+    assert bool(checking.failure_flag(out, ref, EXACT))
+    assert checking.compare(ref.clone(), ref, EXACT)["passed"]
+    assert not bool(checking.failure_flag(ref.clone(), ref, EXACT))
+
+
+def test_a_float64_output_keeps_its_digits() -> None:
+    ref = torch.rand(100, dtype=torch.float64) + 1
+    out = ref + 1e-9  # equal in float32
+    result = checking.exact_compare(out, ref, EXACT)
+    assert not result["passed"] and result["mismatched"] == 100
+    assert checking.compare(out, ref, Tolerance(rtol=0.0, atol=2e-9))["passed"]
