@@ -2,13 +2,25 @@
 # Build aka-core and every plugin as wheels into .whl/ (with the dependency wheels a GPU machine
 # without internet lacks), so that one command there installs everything:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+# FROM=COMMIT builds aka's wheels from that commit instead of the working tree.
 # OLD=COMMIT also builds that commit's aka wheels into .whl-old/ (an earlier engine to measure
 # against on the same machine: bench/device_setup.sh installs it under /opt/aka-old).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl
-rm -f .whl/aka_*.whl
-python3 -m pip wheel -q --no-deps -w .whl . plugins/aka-*/
+rm -f .whl/aka_*.whl .whl/COMMIT
+if [ -n "${FROM:-}" ]; then
+  # FROM=COMMIT: aka's wheels from that commit, not from the working tree (which may hold work
+  # in progress); device_setup.sh then installs them and says which commit they are.
+  src=$(mktemp -d /tmp/aka-from-XXXX)
+  git worktree add -q --detach "$src" "$FROM"
+  python3 -m pip wheel -q --no-deps -w .whl "$src" "$src"/plugins/aka-*/
+  (cd "$src" && bash bench/source_digest.sh) > .whl/SOURCE
+  git -C "$src" rev-parse HEAD > .whl/COMMIT
+  git worktree remove --force "$src"
+else
+  python3 -m pip wheel -q --no-deps -w .whl . plugins/aka-*/
+fi
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d .whl \
@@ -16,7 +28,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   referencing==0.37.0 rpds-py==2026.9.1 structlog==26.1.0 attrs==26.1.0 typing_extensions \
   starlette uvicorn httpx anyio h11 httpcore sniffio idna certifi click \
   pytest iniconfig packaging pygments  # the sandbox's tests, run on the GPU machine's kernel
-bash bench/source_digest.sh > .whl/SOURCE  # device_setup.sh refuses wheels older than the tree
+[ -n "${FROM:-}" ] || bash bench/source_digest.sh > .whl/SOURCE  # device_setup.sh refuses
+# wheels older than the tree
 if [ -n "${OLD:-}" ]; then
   old=$(mktemp -d /tmp/aka-old-XXXX)
   git worktree add -q --detach "$old" "$OLD"

@@ -8,7 +8,9 @@
 set -eu
 # Wheels built from other sources than this tree would measure other code than the one committed
 # (it happened once: a whole GPU call on the code before the change it was meant to measure).
-if [ "$(cat .whl/SOURCE 2>/dev/null)" != "$(bash bench/source_digest.sh)" ]; then
+if [ -f .whl/COMMIT ]; then
+  echo "device_setup: aka's wheels were built from commit $(cat .whl/COMMIT), not this tree"
+elif [ "$(cat .whl/SOURCE 2>/dev/null)" != "$(bash bench/source_digest.sh)" ]; then
   echo "device_setup: .whl was not built from this tree: run bench/build_device_wheels.sh" >&2
   return 2 2>/dev/null || exit 2
 fi
