@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import json
 import math
@@ -32,10 +33,16 @@ from aka_core.models import TASK_FILE
 from aka_core.service.scheduler import Scheduler
 from aka_core.service.store import Conflict
 
-ID_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-TASK_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
+ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # fullmatch: "$" would take a final newline
+TASK_PATTERN = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 MAX_FILES = 256
 MAX_BYTES = 16 * 2**20
+# A body larger than this is refused before it is read: 16 MiB of files as base64 (4/3) or as
+# JSON text with escapes, and the rest of the request.
+MAX_BODY_BYTES = 4 * MAX_BYTES + 2**20
+BODY_SECONDS = 60.0  # to send the whole body
+MAX_NAME_BYTES = 255  # a path component, as file systems allow
+MAX_PATH_BYTES = 1024
 MAX_WAIT_SECONDS = 60.0
 
 
@@ -57,7 +64,7 @@ class Service:
         self.started = time.time()
 
     def task(self, task_id: Any) -> tuple[Path, tuple[str, ...]]:
-        if not isinstance(task_id, str) or not TASK_PATTERN.match(task_id) or ".." in task_id:
+        if not isinstance(task_id, str) or not TASK_PATTERN.fullmatch(task_id) or ".." in task_id:
             raise BadRequest(400, "task", "task must be a task id such as triton2triton/gelu")
         folder = self.tasks_root / task_id
         if not (folder / TASK_FILE).is_file():
@@ -92,6 +99,10 @@ def parse_files(body: dict[str, Any]) -> dict[str, bytes]:
             files[_safe_path(field, path)] = decode(field, path, content)
     if not files:
         raise BadRequest(422, "files", "files (or files_base64) must hold the candidate's files")
+    folders = {str(parent) for path in files for parent in PurePosixPath(path).parents}
+    clash = sorted(set(files) & folders)
+    if clash:
+        raise BadRequest(422, "files", f"{clash[0]!r} is both a file and a folder of other files")
     if len(files) > MAX_FILES:
         raise BadRequest(413, "files", f"at most {MAX_FILES} files")
     if sum(len(v) for v in files.values()) > MAX_BYTES:
@@ -102,7 +113,11 @@ def parse_files(body: dict[str, Any]) -> dict[str, bytes]:
 def _text(field: str, path: str, content: Any) -> bytes:
     if not isinstance(content, str):
         raise BadRequest(422, f"{field}.{path}", "a file's content must be a string")
-    return content.encode()
+    try:
+        return content.encode()
+    except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800") is no UTF-8 text
+        raise BadRequest(422, f"{field}.{path}", "a file's text must be valid Unicode (send "
+                         "bytes as files_base64)") from None
 
 
 def _b64(field: str, path: str, content: Any) -> bytes:
@@ -118,7 +133,40 @@ def _safe_path(field: str, path: Any) -> str:
     pure = PurePosixPath(path)
     if pure.is_absolute() or any(part in ("", ".", "..") for part in pure.parts):
         raise BadRequest(422, field, f"file path {path!r} must be relative, without '..'")
+    try:
+        encoded = [part.encode() for part in pure.parts]
+    except UnicodeEncodeError:
+        raise BadRequest(422, field, f"file path {path!r} is not valid Unicode") from None
+    if len(pure.as_posix().encode()) > MAX_PATH_BYTES or any(
+            len(part) > MAX_NAME_BYTES for part in encoded):
+        raise BadRequest(422, field, f"file path {path[:80]!r}... is too long (at most "
+                         f"{MAX_PATH_BYTES} bytes, {MAX_NAME_BYTES} per name)")
     return pure.as_posix()
+
+
+async def read_json(request: Any) -> Any:
+    """The request's JSON body, refused past ``MAX_BODY_BYTES`` before it is all read (413),
+    or when it takes longer than ``BODY_SECONDS`` to arrive (408); parsed off the event loop
+    (a large body would stall every other request)."""
+    import anyio
+
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+        raise BadRequest(413, None, f"the body is over {MAX_BODY_BYTES >> 20} MiB")
+    chunks, size = [], 0
+    try:
+        with anyio.fail_after(BODY_SECONDS):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise BadRequest(413, None, f"the body is over {MAX_BODY_BYTES >> 20} MiB")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BadRequest(408, None, f"the body took over {BODY_SECONDS:.0f} s to arrive") from None
+    try:
+        return await anyio.to_thread.run_sync(json.loads, b"".join(chunks))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise BadRequest(400, None, "the body must be a JSON object") from None
 
 
 def digest(task: str, files: dict[str, bytes], held_out_seed: Any) -> str:
@@ -141,19 +189,18 @@ def create_app(service: Service) -> Any:
         if service.scheduler.stopping:
             return error(503, None, "the service is stopping", **{"Retry-After": "5"})
         try:
-            body = await request.json()
-        except (ValueError, UnicodeDecodeError):
-            return error(400, None, "the body must be a JSON object")
-        if not isinstance(body, dict):
-            return error(400, None, "the body must be a JSON object")
-        try:
-            return await _submit(body)
+            body = await read_json(request)
+            if not isinstance(body, dict):
+                raise BadRequest(400, None, "the body must be a JSON object")
+            return _submit(body)
         except BadRequest as exc:
             return error(exc.status, exc.field, exc.message)
 
-    async def _submit(body: dict[str, Any]) -> JSONResponse:
+    def _submit(body: dict[str, Any]) -> JSONResponse:
+        # No await from the look-up of the id to its row: two submissions of one id cannot
+        # interleave.
         request_id = body.get("id") or uuid.uuid4().hex
-        if not isinstance(request_id, str) or not ID_PATTERN.match(request_id):
+        if not isinstance(request_id, str) or not ID_PATTERN.fullmatch(request_id):
             raise BadRequest(400, "id", "id must be 1-128 characters of A-Z a-z 0-9 _ . : -")
         task_id = body.get("task")
         folder, editable = service.task(task_id)
@@ -181,25 +228,37 @@ def create_app(service: Service) -> Any:
         if service.store.queued() >= service.max_queue:
             return error(429, None, f"the queue is full ({service.max_queue} requests)",
                          **{"Retry-After": str(service.retry_after())})
-        spool = service.scheduler.spool
-        staging = spool / f".in-{uuid.uuid4().hex}"
-        for path, content in files.items():
-            target = staging / "candidate" / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+        # The files are in the request's folder before its row is committed: an accepted id
+        # always has them, and a refused one leaves nothing behind.
+        target = service.scheduler.folder(request_id)
+        staging = service.scheduler.spool / f".in-{uuid.uuid4().hex}"
+        try:
+            for path, content in files.items():
+                file = staging / "candidate" / path
+                file.parent.mkdir(parents=True, exist_ok=True)
+                file.write_bytes(content)
+            shutil.rmtree(target, ignore_errors=True)  # a forgotten request's (pruned) files
+            staging.rename(target)
+        except OSError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(target, ignore_errors=True)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                return error(503, None, "the service's disk is full",
+                             **{"Retry-After": str(service.retry_after())})
+            raise BadRequest(422, "files", f"the files cannot be written as given: "
+                             f"{exc.strerror or exc}") from None
         try:
             row, new = service.store.submit(
                 request_id, key, task_id, priority=priority,
                 deadline=time.time() + deadline_s if deadline_s else None,
                 options={"task_dir": str(folder), "held_out_seed": seed})
-        except Conflict:
-            shutil.rmtree(staging, ignore_errors=True)
+        except Conflict:  # not reached: nothing awaited since the id was looked up
+            shutil.rmtree(target, ignore_errors=True)  # never another request's files judged
             raise BadRequest(409, "id", f"id {request_id} was used for other content") from None
-        if new:
-            staging.rename(spool / request_id)
-            service.scheduler.submitted()
-        else:
-            shutil.rmtree(staging, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        service.scheduler.submitted()
         return JSONResponse(row.public(), status_code=201 if new else 200)
 
     async def get(request: Request) -> JSONResponse:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
 import threading
 import time
 import uuid
@@ -43,22 +44,61 @@ class ServiceError(Exception):
         self.status, self.field = status, field
 
 
-def files_of(folder: str | Path) -> dict[str, bytes]:
-    """Every file below ``folder`` (a rollout's workspace), by relative path.
+# What ``files_of`` reads at most: the service's own limits on a request's files.
+FILES_OF_MAX_BYTES = 16 * 2**20
+FILES_OF_MAX_FILES = 256
+FILES_OF_MAX_DEPTH = 32
 
-    A symbolic link is refused (``ValueError`` naming it): the workspace is the agent's, this
-    process is not confined, and a link would send whatever it points at (a held-out draw,
-    another rollout's files) into the candidate's own files."""
+
+def files_of(folder: str | Path) -> dict[str, bytes]:
+    """Every regular file below ``folder`` (a rollout's workspace), by relative path (caches in
+    ``__pycache__`` left out).
+
+    The workspace is the agent's and this process is not confined, so what would make it read
+    more than a request may hold, or read outside the folder, is refused with a ``ValueError``
+    naming the path: a symbolic link (it would send what it points at: a held-out draw, another
+    rollout's files), more than 16 MiB in all (sizes are read before any content: a sparse file
+    of terabytes costs nothing to make), more than 256 files, or folders nested deeper than 32.
+    FIFOs, sockets and devices are skipped unread."""
+    import stat as stat_module
+
     root = Path(folder)
+    found: list[tuple[str, Path]] = []
+    total = 0
+    pending = [(root, 0)]
+    while pending:
+        directory, depth = pending.pop()
+        if depth > FILES_OF_MAX_DEPTH:
+            raise ValueError(f"{directory}: folders nested deeper than {FILES_OF_MAX_DEPTH}")
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                path = Path(entry.path)
+                if entry.is_symlink():
+                    raise ValueError(f"{path}: a symbolic link in the workspace; only regular "
+                                     "files are sent (copy what it points at into the workspace)")
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        pending.append((path, depth + 1))
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                if not stat_module.S_ISREG(info.st_mode):
+                    continue
+                total += info.st_size
+                found.append((path.relative_to(root).as_posix(), path))
+                if total > FILES_OF_MAX_BYTES or len(found) > FILES_OF_MAX_FILES:
+                    raise ValueError(f"{root}: more than {FILES_OF_MAX_BYTES >> 20} MiB or "
+                                     f"{FILES_OF_MAX_FILES} files (at {path}); a request holds "
+                                     "no more: send the candidate's own files")
     files = {}
-    for path in sorted(root.rglob("*")):
-        if "__pycache__" in path.parts:
-            continue
-        if path.is_symlink():
-            raise ValueError(f"{path}: a symbolic link in the workspace; only regular files are "
-                             "sent (copy what it points at into the workspace)")
-        if path.is_file():
-            files[path.relative_to(root).as_posix()] = path.read_bytes()
+    for rel, path in sorted(found):
+        # Not following a link, not waiting on a FIFO: the entry may have changed since.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            files[rel] = handle.read(FILES_OF_MAX_BYTES + 1)
+    if sum(len(v) for v in files.values()) > FILES_OF_MAX_BYTES:
+        raise ValueError(f"{root}: its files grew past {FILES_OF_MAX_BYTES >> 20} MiB while read")
     return files
 
 

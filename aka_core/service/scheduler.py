@@ -5,8 +5,17 @@ A slot is a place an evaluation may run: ``gpu:<index>#<k>`` (``CUDA_VISIBLE_DEV
 the GPU) or ``cpu#<k>``. Several slots per GPU form its pipeline: while one evaluation holds the
 GPU (the judge's GPU lock, taken before any side's code is imported, keeps checks and timing
 exclusive), the others start their processes and wait. Each evaluation is a process of its own,
-used once (isolation), that dies with the service; cancelling a request or passing its deadline
-kills it. An evaluation that fails for the evaluator's reasons is queued again (``store.retry``).
+used once (isolation), that dies with the service; cancelling a request kills it. A request's
+deadline is for starting: one not started by then expires, one started runs to its verdict
+(the task's own timeouts bound it; a deadline that cut it would turn a candidate that hangs into
+an expired request, a dropped sample, instead of its zero). An evaluation that fails for the
+evaluator's reasons is queued again (``store.retry``), after a short wait that grows with its
+attempts.
+
+Each request's files wait in a folder of the spool named by a digest of its id (any id is a safe
+name), from before its row is committed until it is judged; a request that ends otherwise
+(cancelled, expired, forgotten) has its folder removed, and ``sweep`` removes what a stopped
+service left.
 
 With ``prestart`` each slot keeps its next evaluation's process started and waiting: the
 evaluator imported, a judge with PyTorch imported and its two runners confined and waiting
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -105,13 +115,46 @@ class Scheduler:
         self.standby: dict[str, tuple[asyncio.subprocess.Process, Path]] = {}
         self._standby_count = 0
 
+    def folder(self, request_id: str) -> Path:
+        """The folder of a request's files (its candidate, its job's spec, log and result)."""
+        return self.spool / ("r-" + hashlib.sha256(request_id.encode()).hexdigest()[:32])
+
+    def sweep(self) -> int:
+        """Remove the spool's folders no request needs (those of requests judged, cancelled,
+        expired or forgotten; stagings a stopped service left), keeping those of requests still
+        queued or running and of those that ended as the evaluator's failure (their logs say
+        why). Returns how many."""
+        keep = {self.folder(request_id).name for request_id in self.store.ids_with_files()}
+        removed = 0
+        for entry in self.spool.iterdir() if self.spool.is_dir() else []:
+            if entry.name == "_standby" or entry.name in keep:
+                continue
+            if entry.name.startswith(("r-", ".in-")):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed += 1
+        return removed
+
+    def _forget_files(self, request_ids: list[str]) -> None:
+        for request_id in request_ids:
+            if request_id not in self.running:
+                shutil.rmtree(self.folder(request_id), ignore_errors=True)
+            self.notify(request_id)
+
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
+        self.sweep()
         recovered = self.store.recover()
         for request_id in recovered:
             self.notify(request_id)
         self._tasks = [asyncio.create_task(self._worker(slot), name=slot.name)
                        for slot in self.slots]
+        self._tasks.append(asyncio.create_task(self._expire(), name="expire"))
+
+    async def _expire(self) -> None:
+        """Queued requests expire when their deadline passes, also while every slot is busy."""
+        while not self.stopping:
+            self._forget_files(self.store.expire())
+            await asyncio.sleep(IDLE_POLL_SECONDS)
 
     async def stop(self) -> None:
         """Stop taking requests; evaluations in progress are killed and queued again (the next
@@ -164,7 +207,9 @@ class Scheduler:
         request = self.store.cancel(request_id)
         proc = self.running.get(request_id)
         if proc is not None:
-            _kill(proc)
+            _kill(proc)  # its folder goes once the evaluation has ended (``_evaluate``)
+        elif request is not None and request.state == "cancelled":
+            shutil.rmtree(self.folder(request_id), ignore_errors=True)
         self.notify(request_id)
         return request
 
@@ -221,6 +266,7 @@ class Scheduler:
     async def _worker(self, slot: Slot) -> None:
         await self._start_standby(slot)
         while not self.stopping:
+            self._forget_files(self.store.expire())
             request = self.store.claim(slot.name)
             if request is None:
                 self._wake.clear()
@@ -237,7 +283,7 @@ class Scheduler:
             self.notify(request.id)
 
     async def _evaluate(self, slot: Slot, request: Request) -> None:
-        folder = self.spool / request.id
+        folder = self.folder(request.id)
         candidate = folder / "candidate"
         result_path = folder / f"result-{request.attempts}.json"
         with contextlib.suppress(FileNotFoundError):
@@ -249,9 +295,7 @@ class Scheduler:
                 "protect": [str(self.spool.parent)]}
         spec_path = folder / "job.json"
         spec_path.write_text(json.dumps(spec))
-        limit = self.evaluation_seconds
-        if request.deadline is not None:
-            limit = min(limit, max(0.0, request.deadline - time.time()))
+        limit = self.evaluation_seconds  # not the request's deadline: that one is for starting
         env = {**os.environ, **slot.env, "PYTHONUNBUFFERED": "1"}
         handed = time.time()
         taken = await self._take_standby(slot, spec_path)
@@ -300,12 +344,7 @@ class Scheduler:
             shutil.rmtree(folder, ignore_errors=True)  # cancelled meanwhile
             return
         if timed_out:
-            if request.deadline is not None and time.time() >= request.deadline:
-                self.store.finish(request.id, "expired", {
-                    "status": "expired", "reward": None, "retryable": True,
-                    "message": "the request's deadline passed during its evaluation"})
-            else:
-                self.store.retry(request.id, f"the evaluation ran past {limit:.0f} s")
+            self.store.retry(request.id, f"the evaluation ran past {limit:.0f} s")
             return
         try:
             payload = json.loads(result_path.read_text())

@@ -123,10 +123,11 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
     host, port = sock.getsockname()[:2]
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     config = uvicorn.Config(create_app(service), log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=5, lifespan="off")
+                            timeout_graceful_shutdown=5, lifespan="off",
+                            limit_concurrency=connection_limit())
     server = _server(config, scheduler.release_waiters)
     await scheduler.start()
-    pruner = (asyncio.create_task(_prune(store, options.keep_days * 86400))
+    pruner = (asyncio.create_task(_prune(store, scheduler, options.keep_days * 86400))
               if options.keep_days else None)
     descriptor = options.state / "service.json"
     descriptor.write_text(json.dumps({
@@ -150,6 +151,22 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
         sock.close()
 
 
+def connection_limit() -> int:
+    """How many connections the service serves at once (more are answered 503 at once): half
+    the open files it may have, raised to the hard limit first, so that connections left open
+    (clients that never finish a request) cannot take the descriptors its evaluations need
+    (without them every evaluation fails, and is retried until it is an ``infra_error``)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+    return int(min(4096, max(64, (soft if soft != resource.RLIM_INFINITY else 65536) // 2)))
+
+
 def _server(config: Any, on_shutdown: Callable[[], None]) -> Any:
     """uvicorn's server, which first answers the long polls in flight when it shuts down (else
     they would hold their connections for the graceful-shutdown timeout, then be cancelled)."""
@@ -163,11 +180,12 @@ def _server(config: Any, on_shutdown: Callable[[], None]) -> Any:
     return Server(config)
 
 
-async def _prune(store: Any, older_than_s: float) -> None:
+async def _prune(store: Any, scheduler: Any, older_than_s: float) -> None:
     import asyncio
 
     while True:
         store.prune(older_than_s)
+        scheduler.sweep()  # the folders of requests forgotten (kept: infra errors' logs)
         await asyncio.sleep(3600)
 
 

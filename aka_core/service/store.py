@@ -28,6 +28,8 @@ import attrs
 
 from aka_core.service import outcome
 
+RETRY_WAIT_SECONDS = 0.5
+"""A retried request's wait before its second attempt; each later one waits 4x longer."""
 TERMINAL = frozenset({"scored", "candidate_failure", "task_error", "infra_error", "cancelled",
                       "expired"})
 ACTIVE = frozenset({"queued", "running"})
@@ -47,7 +49,8 @@ CREATE TABLE IF NOT EXISTS requests (
     slot TEXT,
     result TEXT,
     options TEXT NOT NULL DEFAULT '{}',
-    blames TEXT NOT NULL DEFAULT '[]'
+    blames TEXT NOT NULL DEFAULT '[]',
+    not_before REAL
 );
 CREATE INDEX IF NOT EXISTS requests_queue ON requests (state, priority DESC, created);
 """
@@ -97,10 +100,12 @@ class Conflict(Exception):
 class RequestStore:
     """Thread-safe access to the queue database (one connection, serialised)."""
 
-    def __init__(self, path: Path, *, max_attempts: int = 3):
+    def __init__(self, path: Path, *, max_attempts: int = 3,
+                 retry_wait_s: float = RETRY_WAIT_SECONDS):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.max_attempts = max_attempts
+        self.retry_wait_s = retry_wait_s
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
@@ -111,6 +116,8 @@ class RequestStore:
         columns = {row["name"] for row in self._db.execute("PRAGMA table_info(requests)")}
         if "blames" not in columns:  # a queue made before attempts kept whom they might blame
             self._db.execute("ALTER TABLE requests ADD COLUMN blames TEXT NOT NULL DEFAULT '[]'")
+        if "not_before" not in columns:  # before retries waited
+            self._db.execute("ALTER TABLE requests ADD COLUMN not_before REAL")
 
     def close(self) -> None:
         with self._lock:
@@ -150,16 +157,29 @@ class RequestStore:
             row = self._db.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
         return _row(row) if row is not None else None
 
+    def expire(self) -> list[str]:
+        """Queued requests whose deadline passed, now ``expired``: their ids."""
+        now = time.time()
+        with self._tx() as db:
+            rows = db.execute("SELECT id FROM requests WHERE state = 'queued' AND deadline IS NOT "
+                              "NULL AND deadline < ?", (now,)).fetchall()
+            db.executemany("UPDATE requests SET state = 'expired', finished = ?, result = ? "
+                           "WHERE id = ? AND state = 'queued'",
+                           [(now, json.dumps(_expired()), row["id"]) for row in rows])
+        return [row["id"] for row in rows]
+
     def claim(self, slot: str) -> Request | None:
-        """The next queued request (highest priority, oldest first), now ``running`` on ``slot``;
-        requests whose deadline passed on the way are ``expired``."""
+        """The next queued request (highest priority, oldest first; a retried one once its wait
+        is over), now ``running`` on ``slot``; requests whose deadline passed on the way are
+        ``expired``."""
         now = time.time()
         with self._tx() as db:
             db.execute("UPDATE requests SET state = 'expired', finished = ?, result = ? "
                        "WHERE state = 'queued' AND deadline IS NOT NULL AND deadline < ?",
                        (now, json.dumps(_expired()), now))
-            row = db.execute("SELECT * FROM requests WHERE state = 'queued' "
-                             "ORDER BY priority DESC, created LIMIT 1").fetchone()
+            row = db.execute("SELECT * FROM requests WHERE state = 'queued' AND (not_before IS "
+                             "NULL OR not_before <= ?) ORDER BY priority DESC, created LIMIT 1",
+                             (now,)).fetchone()
             if row is None:
                 return None
             db.execute("UPDATE requests SET state = 'running', started = ?, slot = ?, "
@@ -197,9 +217,12 @@ class RequestStore:
                 db.execute("UPDATE requests SET state = ?, finished = ?, result = ?, blames = ? "
                            "WHERE id = ?", (state, time.time(), json.dumps(result),
                                             json.dumps(blames), request_id))
-            else:
-                db.execute("UPDATE requests SET state = 'queued', slot = NULL, blames = ? "
-                           "WHERE id = ?", (json.dumps(blames), request_id))
+            else:  # a fault that ends every attempt at once (no file descriptors left, a
+                # full disk) would use them all within a second: each waits longer
+                wait = self.retry_wait_s * 4 ** (row["attempts"] - 1)
+                db.execute("UPDATE requests SET state = 'queued', slot = NULL, blames = ?, "
+                           "not_before = ? WHERE id = ?",
+                           (json.dumps(blames), time.time() + wait, request_id))
             row = db.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
         return _row(row)
 
@@ -223,6 +246,14 @@ class RequestStore:
             if self.retry(row["id"], "the service stopped during the evaluation") is not None:
                 recovered.append(row["id"])
         return recovered
+
+    def ids_with_files(self) -> list[str]:
+        """The requests whose files the spool keeps: queued or running, and ended as the
+        evaluator's failure (their job logs say why)."""
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM requests WHERE state IN ('queued', "
+                                    "'running', 'infra_error')").fetchall()
+        return [row["id"] for row in rows]
 
     def prune(self, older_than_s: float) -> int:
         """Forget terminal requests that ended more than ``older_than_s`` seconds ago (their ids

@@ -14,9 +14,12 @@ task's main file (``extra_info["file"]``, default ``kernel.py``; the last unname
 
 Returns verl's dict form: ``score`` (the reward) plus ``status``, ``speedup``, ``accepted`` and
 the failure's kind (logged by verl as ``reward_extra_info``). A response without code is a
-``candidate_failure`` with score 0, evaluated nowhere. An evaluator fault (``infra_error`` after
+``candidate_failure`` with score 0, evaluated nowhere, and so is one whose files the service
+refuses (a path out of the candidate's folder, over its size limits: ``failure_kind``
+``refused_files``). An evaluator fault (``infra_error`` after
 the service's own retries), an expired or cancelled request, or a broken task is never returned
-as a 0: by default it raises ``RewardUnavailable``; with ``AKA_REWARD_ON_INFRA=nan`` the score is
+as a 0, nor is any other refusal (an unknown task, a service that does not answer): by
+default it raises ``RewardUnavailable``; with ``AKA_REWARD_ON_INFRA=nan`` the score is
 NaN, for a trainer that masks those samples.
 """
 
@@ -30,7 +33,7 @@ import os
 import re
 from typing import Any
 
-from aka_core.service.client import DEFAULT_URL, AsyncServiceClient, ServiceClient
+from aka_core.service.client import DEFAULT_URL, AsyncServiceClient, ServiceClient, ServiceError
 
 BLOCK = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
 FILE_LINE = re.compile(r"^\s*(?:#|//)\s*file:\s*(\S+)\s*$")
@@ -94,6 +97,17 @@ def _no_code() -> dict[str, Any]:
             "failure_kind": "no_code", "measured": False, "request_id": None}
 
 
+def _refused(exc: ServiceError) -> dict[str, Any]:
+    """The service refused the request. Where what it refused is the response's own files (a
+    path out of the folder, too many or too large, no editable file of the task: 413 or 422 on
+    ``files``) the candidate failed, a zero like a response without code; anything else (an
+    unknown task, an id in use) is no reward (``_score``'s rule), never a crash of the batch."""
+    if exc.status in (413, 422) and (exc.field or "").startswith("files"):
+        return {"score": 0.0, "status": "candidate_failure", "speedup": None, "accepted": False,
+                "failure_kind": "refused_files", "measured": False, "request_id": None}
+    return _score({"status": "refused", "message": str(exc)})
+
+
 def _url(extra_info: dict[str, Any]) -> str:
     return str(extra_info.get("aka_url") or os.environ.get("AKA_SERVICE_URL") or DEFAULT_URL)
 
@@ -107,8 +121,11 @@ def compute_score(data_source: Any, solution_str: str, ground_truth: Any,
     if not files:
         return _no_code()
     with ServiceClient(_url(extra)) as client:
-        result = client.evaluate(task, dict(files), id=_request_id(task, files, extra),
-                                 record=False)
+        try:
+            result = client.evaluate(task, dict(files), id=_request_id(task, files, extra),
+                                     record=False)
+        except ServiceError as exc:
+            return _refused(exc)
     return _score(result)
 
 
@@ -130,8 +147,11 @@ async def _batch(solutions: list[str], truths: list[Any],
             files = extract_files(solution, str(extra.get("file") or "kernel.py"))
             if not files:
                 return _no_code()
-            result = await client.evaluate(task, dict(files), id=_request_id(task, files, extra),
-                                           record=False)
+            try:
+                result = await client.evaluate(task, dict(files),
+                                               id=_request_id(task, files, extra), record=False)
+            except ServiceError as exc:
+                return _refused(exc)
             return _score(result)
 
         return list(await asyncio.gather(*(one(s, t, e) for s, t, e in

@@ -36,7 +36,7 @@ FAKE_EVALUATOR = textwrap.dedent('''
 
     def evaluate(task_dir, candidate_dir, device="auto", held_out_seed=None, protect=()):
         candidate = Path(candidate_dir)
-        request_id = candidate.parent.name
+        request_id = candidate.parent.name  # the spool folder: a digest of the id
         spec = json.loads((candidate / "kernel.py").read_text().split("#", 1)[1].split("\\n")[0])
         attempts = candidate.parent / "fake-attempts"
         count = int(attempts.read_text()) + 1 if attempts.exists() else 1

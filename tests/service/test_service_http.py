@@ -95,29 +95,31 @@ def test_a_request_that_cannot_be_accepted_says_which_field(service: ServiceProc
 def test_deadlines_cancellation_and_a_full_queue(make_service: object, tmp_path: Path) -> None:
     svc = make_service(workers=1, max_queue=1)  # type: ignore[operator]
     with ServiceClient(svc.url, retries=0) as client:
-        hang = client.submit(TASK, candidate("hang"), deadline_s=3)
+        # A deadline is for starting: a running evaluation is not cut by it (a candidate that
+        # hangs must end as its own timeout, a zero, not as an expired request).
+        running = client.submit(TASK, candidate("hang"), deadline_s=2)
         deadline = time.monotonic() + 20
         while not svc.jobs() and time.monotonic() < deadline:
             time.sleep(0.05)
-        queued = client.submit(TASK, candidate("scored"), id="waits")
+        queued = client.submit(TASK, candidate("scored"), id="waits", deadline_s=2)
         with pytest.raises(ServiceError) as full:
             client.submit(TASK, candidate("scored", reward=3.0))
         assert full.value.status == 429
         response = httpx.post(svc.url + "/v1/evaluations", timeout=30,
                               json={"task": TASK, "files": candidate("scored", reward=4.0)})
         assert response.status_code == 429 and int(response.headers["Retry-After"]) >= 1
-        expired = client.wait(hang["id"], timeout=30)
+        expired = client.wait(queued["id"], timeout=30)  # expires while the slot is busy
         assert expired["state"] == "expired" and expired["result"]["reward"] is None
-        assert client.wait(queued["id"], timeout=30)["state"] == "scored"
-        running = client.submit(TASK, candidate("hang"))
-        while not svc.jobs() and time.monotonic() < deadline + 20:
-            time.sleep(0.05)
+        assert len(list(svc.state.glob("spool/r-*"))) == 1  # the expired one's files are gone
+        assert client.get(running["id"])["state"] == "running"  # past its deadline
         pids = svc.jobs()
         assert client.cancel(running["id"])["state"] == "cancelled"
         time.sleep(1.0)
         assert not [p for p in pids if Path(f"/proc/{p}").exists()
                     and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
         assert client.get(running["id"])["state"] == "cancelled"
+        assert not list(svc.state.glob("spool/r-*")) and not list(svc.state.glob("spool/.in-*"))
+        assert client.evaluate(TASK, candidate("scored"))["status"] == "scored"
 
 
 def test_the_asyncio_client_and_long_polls(service: ServiceProcess) -> None:

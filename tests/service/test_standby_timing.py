@@ -25,9 +25,9 @@ def standby_delay(tmp_path: Path, waiting: int, monkeypatch: pytest.MonkeyPatch)
         store.submit(f"r{k}", f"d{k}", "triton2triton/gelu", deadline=None,
                      options={"task_dir": str(tmp_path), "held_out_seed": None})
     spool = tmp_path / "spool"
-    (spool / "r0" / "candidate").mkdir(parents=True)
     slot = Slot("cpu#0", device="cpu")
     scheduler = Scheduler(store, [slot], spool, evaluator="x:y", prestart=(str(tmp_path),))
+    (scheduler.folder("r0") / "candidate").mkdir(parents=True)
     marks: dict[str, float] = {}
     real_exec = asyncio.create_subprocess_exec
 

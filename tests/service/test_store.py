@@ -12,7 +12,7 @@ from aka_core.service.store import SCHEMA, TERMINAL, Conflict, RequestStore
 
 @pytest.fixture
 def store(tmp_path: Path) -> RequestStore:
-    return RequestStore(tmp_path / "queue.db", max_attempts=2)
+    return RequestStore(tmp_path / "queue.db", max_attempts=2, retry_wait_s=0.0)
 
 
 def test_the_same_id_and_content_is_one_request(store: RequestStore) -> None:
@@ -120,3 +120,30 @@ def test_a_queue_made_before_blames_were_kept_is_opened_and_used(tmp_path: Path)
     store = RequestStore(path, max_attempts=1)
     assert store.claim("s").id == "old"
     assert store.retry("old", "GPU lost", "interference").state == "infra_error"  # one attempt
+
+
+def test_a_retried_request_waits_longer_after_each_attempt(tmp_path: Path) -> None:
+    # A fault that ends every attempt at once (no descriptors left) must not use them all in a
+    # second: the second attempt waits 0.2 s here, the third 0.8 s.
+    store = RequestStore(tmp_path / "q.db", max_attempts=3, retry_wait_s=0.2)
+    store.submit("a", "d", "t", deadline=None)
+    store.claim("s")
+    assert store.retry("a", "no file descriptors").state == "queued"
+    assert store.claim("s") is None
+    time.sleep(0.25)
+    assert store.claim("s").attempts == 2
+    store.retry("a", "no file descriptors")
+    time.sleep(0.25)
+    assert store.claim("s") is None
+    time.sleep(0.6)
+    assert store.claim("s").attempts == 3
+    assert store.retry("a", "no file descriptors").state == "infra_error"
+
+
+def test_expiry_names_what_it_expired(store: RequestStore) -> None:
+    store.submit("late", "d", "t", deadline=time.time() - 1)
+    store.submit("in_time", "d", "t", deadline=time.time() + 60)
+    assert store.expire() == ["late"]
+    assert store.get("late").state == "expired" and store.get("in_time").state == "queued"
+    assert store.expire() == []
+    assert store.ids_with_files() == ["in_time"]

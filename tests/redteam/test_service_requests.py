@@ -1,0 +1,193 @@
+"""Red team, the reward service's requests: what a client (or a policy whose response becomes a
+request's files) can send to make the service lose, mix up or misjudge requests.
+
+Each case sends what once did harm and checks that it is refused with a 4xx naming the field,
+that nothing is left in the spool, and that the requests around it are judged as they should be.
+The evaluations are scripted (tests/service/conftest.py): the service, its queue, its files and
+its processes are the real ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import resource
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aka_core.service import client as client_module
+from aka_core.service.client import ServiceClient, files_of
+from aka_core.service.store import RequestStore
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("starlette")
+
+TASK = "triton2triton/gelu"
+
+
+def _service_fixtures() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "aka_redteam_service_conftest", Path(__file__).parents[1] / "service" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fixtures = _service_fixtures()
+candidate = fixtures.candidate
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Any:
+    svc = fixtures.ServiceProcess(tmp_path).start()
+    yield svc
+    svc.stop()
+
+
+def post(svc: Any, body: Any = None, **kwargs: Any) -> Any:
+    return httpx.post(svc.url + "/v1/evaluations", json=body, timeout=60, **kwargs)
+
+
+def spool_leftovers(svc: Any) -> list[str]:
+    return sorted(p.name for p in (svc.state / "spool").iterdir()
+                  if p.name != "_standby") if (svc.state / "spool").is_dir() else []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("request_id", "accepted"), [
+    ("..", True), (".", True), ("abc\n", False), ("a/b", False)])
+def test_an_id_is_never_a_path(service: Any, request_id: str, accepted: bool) -> None:
+    # ".." once made the request's folder the service's state folder: judged, it was removed
+    # with the queue's database in it; "." the spool with every queued candidate's files. Now a
+    # request's folder is named by a digest of its id; an id with a final newline (which "$"
+    # let through) is refused.
+    with ServiceClient(service.url) as client:
+        queued = client.submit(TASK, candidate("scored", reward=1.5, sleep=1.0))
+        response = post(service, {"task": TASK, "files": candidate("scored", reward=0.25),
+                                  "id": request_id})
+        if accepted:
+            assert response.status_code == 201
+            assert client.wait(request_id, timeout=60)["result"]["reward"] == 0.25
+        else:
+            assert response.status_code == 400 and response.json()["field"] == "id"
+        assert client.wait(queued["id"], timeout=60)["result"]["reward"] == 1.5
+        assert client.get(queued["id"])["state"] == "scored"  # the queue is still there
+    assert (service.state / "queue.db").is_file()
+    assert spool_leftovers(service) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("files", "field"), [
+    ({"kernel.py": "x", "kernel.py/inner.py": "x"}, "files"),       # a file and a folder
+    ({"kernel.py": "x", ("n" * 256) + ".py": "x"}, "files"),         # a name too long
+    ({"kernel.py": "x", "\udcff.py": "x"}, "files"),                 # not Unicode
+    ({"kernel.py": "bad \ud800 text"}, "files.kernel.py"),           # content not Unicode
+])
+def test_files_that_cannot_be_written_are_refused_and_leave_nothing(service: Any,
+                                                                    files: dict[str, str],
+                                                                    field: str) -> None:
+    body = json.dumps({"task": TASK, "files": files}, ensure_ascii=True)  # \ud800 as JSON has it
+    response = httpx.post(service.url + "/v1/evaluations", content=body, timeout=60,
+                          headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == field
+    assert spool_leftovers(service) == []
+
+
+@pytest.mark.slow
+def test_a_body_too_deep_or_too_large_is_refused_before_it_costs_memory(service: Any) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    response = httpx.post(service.url + "/v1/evaluations", content=deep, timeout=60)
+    assert response.status_code == 400
+    # Declared too large: refused at once, before any of it is sent.
+    with socket.create_connection(("127.0.0.1", service.port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/evaluations HTTP/1.1\r\nhost: x\r\ncontent-type: "
+                     b"application/json\r\ncontent-length: 2147483648\r\n\r\n{")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413")
+    # Sent too large without a declared length (chunked): refused past the limit.
+    chunk = b" " * 2**20
+
+    def body() -> Any:
+        yield b'{"task": "' + TASK.encode() + b'", "pad": "'
+        for _ in range(200):
+            yield chunk
+
+    response = httpx.post(service.url + "/v1/evaluations", content=body(), timeout=60)
+    assert response.status_code == 413
+    with ServiceClient(service.url) as client:  # and the service still judges
+        assert client.evaluate(TASK, candidate("scored", reward=1.25))["reward"] == 1.25
+
+
+@pytest.mark.slow
+def test_a_reused_id_is_judged_on_its_new_files(service: Any) -> None:
+    # A cancelled request's files stayed in the spool; once its id was forgotten (pruned) and
+    # used again with other files, the new request was judged on the old ones.
+    with ServiceClient(service.url) as client:
+        blocker = client.submit(TASK, candidate("hang"))
+        client.submit(TASK, candidate("hang"))  # the second slot
+        old = client.submit(TASK, candidate("scored", reward=9.0), id="rollout-1")
+        assert client.cancel("rollout-1")["state"] == "cancelled"
+        assert len(spool_leftovers(service)) == 2  # the two running ones; the cancelled is gone
+        store = RequestStore(service.state / "queue.db")
+        assert store.prune(older_than_s=-1) == 1  # the service forgets it (keep_days)
+        store.close()
+        client.cancel(blocker["id"])
+        new = client.evaluate(TASK, candidate("scored", reward=0.5), id="rollout-1")
+        assert old["id"] == new["id"] and new["reward"] == 0.5
+
+
+@pytest.mark.slow
+def test_a_response_whose_files_are_refused_scores_zero_not_a_crash(service: Any,
+                                                                    monkeypatch: Any) -> None:
+    from aka_core.service import verl
+
+    monkeypatch.setenv("AKA_SERVICE_URL", service.url)
+    bad = "```python ../kernel.py\nimport os\n```"
+    scored = verl.compute_score("aka", bad, TASK, {})
+    assert (scored["score"], scored["status"], scored["failure_kind"]) == (
+        0.0, "candidate_failure", "refused_files")
+    huge = "```python kernel.py\n" + "x" * (17 * 2**20) + "\n```"
+    good = "```python kernel.py\n" + candidate("scored", reward=2.0)["kernel.py"] + "```"
+    batch = verl.compute_score_batch(["aka"] * 3, [bad, huge, good], [TASK] * 3, [{}] * 3)
+    assert [(r["status"], r["score"]) for r in batch] == [
+        ("candidate_failure", 0.0), ("candidate_failure", 0.0), ("scored", 2.0)]
+    with pytest.raises(verl.RewardUnavailable):  # the task's fault is no zero
+        verl.compute_score("aka", good, "no/such_task", {})
+
+
+def test_files_of_reads_no_more_than_a_request_holds(tmp_path: Path) -> None:
+    # The trainer's process is not confined: a workspace's sparse file of terabytes (it costs
+    # the agent nothing) must not be read into memory.
+    (tmp_path / "kernel.py").write_text("x = 1\n")
+    with open(tmp_path / "notes.bin", "wb") as handle:
+        handle.truncate(8 * 2**40)
+    with pytest.raises(ValueError, match="more than 16 MiB"):
+        files_of(tmp_path)
+    (tmp_path / "notes.bin").unlink()
+    deep = tmp_path
+    for _ in range(40):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    with pytest.raises(ValueError, match="nested deeper"):
+        files_of(tmp_path)
+    import shutil
+
+    shutil.rmtree(tmp_path / "d")
+    os.mkfifo(tmp_path / "pipe")  # never opened (a read would wait for a writer)
+    assert files_of(tmp_path) == {"kernel.py": b"x = 1\n"}
+    assert client_module.FILES_OF_MAX_BYTES == 16 * 2**20
+
+
+def test_the_service_keeps_descriptors_for_its_evaluations() -> None:
+    # Connections left open (requests never finished) once took every descriptor: each
+    # evaluation then failed to start, and its retries were spent within a second.
+    from aka_core.service.server import connection_limit
+
+    limit = connection_limit()
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert 64 <= limit <= max(64, soft // 2)
