@@ -6,17 +6,19 @@ writes is ever read by another side or by another candidate. Starting from an em
 every evaluation recompile every kernel of both sides (seconds per Triton specialisation), so the
 judge keeps each private cache, after the evaluation, under a key of its content's origin:
 
-    sha256(side, task, backend, backend environment, tool versions, every file of the side's folder)
+    sha256(side, task, backend, backend environment, tool versions, every entry of the side's folder)
 
 and copies it into the next evaluation's scratch folder with the same key before that runner
 starts. A cache therefore only ever returns to the code that wrote it (the same baseline of the
-same task, or byte-identical candidate files): a candidate can put anything in its cache, and it
-reaches only itself. The judge alone reads and writes the store: the runners' sandbox protects it,
-and the judge neither restores nor keeps anything for runners that are not confined (they could
-write into the store directly). Each entry has a manifest of its files' sha256; an entry whose
-files differ from it is discarded (a cold cache). Only regular files are kept (no links), an
-entry over ``ENTRY_LIMIT_BYTES`` is not kept, and the store is trimmed, least recently used
-first, to ``STORE_LIMIT_BYTES``.
+same task, or byte-identical candidate files, ``__pycache__`` and ``.git`` included: nothing in
+the folder is left out of the key): a candidate can put anything in its cache, and it reaches
+only itself. A folder whose key cannot be made (too large, too deep, a file that changes while
+it is read) gets no cache, never an error. The judge alone reads and writes the store: the
+runners' sandbox protects it, and the judge neither restores nor keeps anything for runners that
+are not confined (they could write into the store directly). Each entry has a manifest of its
+files' sha256; an entry whose files differ from it is discarded (a cold cache). Only regular
+files are kept (no links), an entry over ``ENTRY_LIMIT_BYTES`` is not kept, and the store is
+trimmed, least recently used first, to ``STORE_LIMIT_BYTES``.
 
 Triton's cache names each compiled kernel's files in a group file (``__grp__<name>.json``) by
 absolute path, and counts a kernel whose group names a missing file as not compiled: a cache
@@ -43,7 +45,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from aka_core.run.workspace import digest
+from aka_core.run.workspace import digest, walk
 
 ENV = "AKA_KERNEL_CACHE"
 ENTRY_LIMIT_BYTES = 256 * 2**20
@@ -51,7 +53,6 @@ ENTRY_LIMIT_FILES = 20_000
 STORE_LIMIT_BYTES = 8 * 2**30
 SIDE_LIMIT_BYTES = 256 * 2**20  # a side's folder larger than this is not hashed: no cache
 SIDE_LIMIT_FILES = 5_000
-SKIPPED_PARTS = frozenset({"__pycache__", ".git"})
 INFO = "entry.json"
 TOOLS = ("torch", "triton", "aka-core")
 GROUP_ROOT = "aka-cache:"  # stands for the cache folder in a stored Triton group file
@@ -81,35 +82,50 @@ def _versions() -> dict[str, str]:
 
 
 def folder_digest(root: Path) -> str | None:
-    """sha256 over every file's relative path and content (links by their target); None when the
-    folder is too large to be worth hashing."""
+    """sha256 over every entry of the side's folder, caches and ``.git`` included (anything in
+    it may change what runs, and the store's promise is byte-identical files): each file's
+    relative path and content, each link's target, each folder's and special file's name. None
+    (no key: a cold cache) when the folder is too large, too deep or unreadable."""
+    try:
+        return _folder_digest(root)
+    except (OSError, ValueError):  # a name or a file that cannot be read as the walk saw it
+        return None
+
+
+def _folder_digest(root: Path) -> str | None:
+    tree = walk(root, max_entries=SIDE_LIMIT_FILES)
+    if not tree.complete:
+        return None
     h = hashlib.sha256()
-    total = files = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_PARTS)
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
-            files += 1
-            if files > SIDE_LIMIT_FILES:
+    total = 0
+    for rel in sorted(tree.folders, key=os.fsencode):
+        h.update(b"D" + os.fsencode(rel) + b"\0")
+    for rel in sorted(tree.entries, key=os.fsencode):
+        info, name, path = tree.entries[rel], os.fsencode(rel), root / rel
+        if stat.S_ISLNK(info.st_mode):
+            h.update(b"L" + name + b"\0" + os.fsencode(os.readlink(path)) + b"\0")
+        elif not stat.S_ISREG(info.st_mode):
+            h.update(b"S" + name + f"\0{stat.S_IFMT(info.st_mode)}\0".encode())
+        else:
+            total += info.st_size
+            if total > SIDE_LIMIT_BYTES:
                 return None
-            try:
-                info = path.lstat()
-                if stat.S_ISLNK(info.st_mode):
-                    h.update(f"L{rel}\0{os.readlink(path)}\0".encode())
-                    continue
-                if not stat.S_ISREG(info.st_mode):
-                    continue
-                total += info.st_size
-                if total > SIDE_LIMIT_BYTES:
-                    return None
-                h.update(f"F{rel}\0{info.st_size}\0".encode())
-                with path.open("rb") as handle:
-                    for chunk in iter(lambda: handle.read(1 << 20), b""):
-                        h.update(chunk)
-            except OSError:
-                return None
+            h.update(b"F" + name + f"\0{info.st_size}\0".encode())
+            h.update(_read_exactly(path, info.st_size))
     return h.hexdigest()
+
+
+def _read_exactly(path: Path, size: int) -> bytes:
+    """The content of the regular file at ``path``, which must still be ``size`` bytes (never
+    read through a link, never beyond ``size``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size != size:
+            raise OSError(f"{path} changed while it was hashed")
+        data = handle.read(size + 1)
+    if len(data) != size:
+        raise OSError(f"{path} changed while it was hashed")
+    return data
 
 
 def key(side: str, task_id: str, backend: str, backend_env: dict[str, str], root: Path

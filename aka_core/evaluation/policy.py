@@ -14,11 +14,18 @@ The judge (trusted) enforces it twice:
   ran during a candidate call, and each one outside the allocation / view / copy allowlist is
   PyTorch compute. It sees what no static check can (``x * y`` on tensors, a method reached
   through a variable), so the static check may stay free of false alarms on operators.
+
+Only source can be read, so compiled Python in the candidate's folder is a violation itself: an
+import of a module of the folder that would load an extension module or bytecode (Python takes
+``helper.so`` over ``helper.py``, and ``helper.pyc`` where no source is), and any such file the
+import system could load from the folder. The runners never read bytecode from a side's folder
+(``kits.python_backend``), ``__pycache__`` included, so a ``__pycache__`` is left alone here.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -110,6 +117,16 @@ ALLOWED_OPS = frozenset({
     "is_same_size", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "arange",
 })
 
+# What the import system loads without a source, longest first: extension modules (found before a
+# .py of the same name) and legacy bytecode (found where no .py is); .pyo and .pyd are what other
+# Pythons and Windows would load.
+COMPILED_SUFFIXES = tuple(sorted({*importlib.machinery.EXTENSION_SUFFIXES,
+                                  *importlib.machinery.BYTECODE_SUFFIXES, ".pyo", ".pyd"},
+                                 key=len, reverse=True))
+
+MAX_SOURCE_BYTES = 16 * 2**20
+"""The largest source file read; a larger one is a violation (the judge reads it whole)."""
+
 _TORCH_MODULES = frozenset({(), ("cuda",)})  # paths under torch that are modules, not members
 _INFO_CALLS = frozenset({"finfo", "iinfo"})  # their results' .max and .min are numbers
 _FIX = "this task's rules forbid PyTorch compute: write the computation in the task's kernel language"
@@ -137,6 +154,7 @@ def check_sources(root: Path, files: Sequence[str]) -> list[Violation]:
     queue = [root / name for name in files]
     seen: set[Path] = set()
     violations: list[Violation] = []
+    imported_compiled: set[str] = set()
     while queue:
         path = queue.pop(0)
         if path.suffix != ".py" or not path.is_file() or path.resolve() in seen:
@@ -145,7 +163,36 @@ def check_sources(root: Path, files: Sequence[str]) -> list[Violation]:
         check = _FileCheck(root, path)
         violations += check.violations
         queue += check.modules
-    return violations
+        imported_compiled |= check.compiled
+    return violations + [v for v in compiled_modules(root) if v.file not in imported_compiled]
+
+
+def _compiled_stem(name: str) -> str | None:
+    """The module name a file called ``name`` is imported as when it is compiled code."""
+    for suffix in COMPILED_SUFFIXES:
+        if name.endswith(suffix) and name[:-len(suffix)].isidentifier():
+            return name[:-len(suffix)]
+    return None
+
+
+def compiled_modules(root: Path) -> list[Violation]:
+    """Every file of the candidate's folder the import system could load as compiled code: in
+    the folder or a subfolder named like a package, outside ``__pycache__``. The walk is capped
+    (``workspace.walk``): what lies beyond its caps is not imported by a candidate's relative
+    imports either, which name packages by identifiers."""
+    from aka_core.run.workspace import walk
+
+    found = []
+    for rel in sorted(walk(Path(root)).entries):
+        *folders, name = rel.split("/")
+        stem = _compiled_stem(name)
+        if stem is None or not all(part.isidentifier() for part in folders):
+            continue
+        module = ".".join(folders if stem == "__init__" else [*folders, stem]) or "the package"
+        found.append(Violation(file=rel, line=None, message=(
+            f"compiled Python that an import of {module} would load in place of any source, which "
+            "this task's rules cannot check: delete it and ship the module's source (.py)")))
+    return found
 
 
 # ATen operators that copy or convert data: allowed, unless the task forbids PyTorch copies
@@ -238,11 +285,25 @@ def _root_name(node: ast.expr) -> str | None:
     return root.id if isinstance(root, ast.Name) else None
 
 
+def _compiled_forms(base: Path, parts: Sequence[str]) -> list[Path]:
+    """The compiled files the import system could load for module ``parts`` of folder ``base``
+    or for a package on its way (``pkg/__init__.so``, ``pkg/helper.pyc``, ``helper.abi3.so``)."""
+    found = []
+    for i in range(1, len(parts) + 1):
+        path = base.joinpath(*parts[:i])
+        for suffix in COMPILED_SUFFIXES:
+            for form in (path / f"__init__{suffix}", path.parent / f"{path.name}{suffix}"):
+                if form.is_file() or form.is_symlink():
+                    found.append(form)
+    return found
+
+
 def _local_module_files(base: Path, parts: Sequence[str]) -> list[Path] | None:
     """The files of module ``parts`` in folder ``base`` (packages' ``__init__.py`` included), or
-    None when the candidate's folder has no such module."""
+    None when the candidate's folder has no such module (in source or compiled)."""
     first = base / parts[0]
-    if not (first.with_suffix(".py").is_file() or first.is_dir()):
+    if not (first.with_suffix(".py").is_file() or first.is_dir()
+            or _compiled_forms(base, parts[:1])):
         return None
     files = []
     for i in range(1, len(parts) + 1):
@@ -263,10 +324,19 @@ class _FileCheck(ast.NodeVisitor):
         self.rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
         self.violations: list[Violation] = []
         self.modules: list[Path] = []
+        self.compiled: set[str] = set()  # compiled files an import here would load (flagged)
         self.in_kernel = False
         self.called: set[int] = set()  # ids of expressions that are the callee of a call
         try:
+            if path.stat().st_size > MAX_SOURCE_BYTES:  # a sparse file of terabytes, say
+                self._flag(None, f"a source over {MAX_SOURCE_BYTES >> 20} MiB, more than this "
+                                 "check reads: ship the kernel's source in smaller files")
+                return
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=self.rel)
+        except OSError as exc:
+            self._flag(None, f"cannot be read ({exc.strerror}): leave the candidate's sources "
+                             "readable")
+            return
         except SyntaxError as exc:
             self._flag(exc.lineno, f"syntax error: {exc.msg}")
             return
@@ -443,8 +513,16 @@ class _FileCheck(ast.NodeVisitor):
             return
         if not parts and (base / "__init__.py").is_file():
             files.append(base / "__init__.py")
+        compiled = _compiled_forms(base, parts) if parts else []
         for name in names:  # `from . import helper`, `from pkg import sub`: a name may be a submodule
             files += _local_module_files(base, [*parts, name]) or []
+            compiled += _compiled_forms(base, [*parts, name])
+        for path in dict.fromkeys(compiled):
+            rel = path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+            self.compiled.add(rel)
+            self._flag(node.lineno, f"import of {shown} would load compiled code, {rel}, in place of any "
+                                    "source, which this task's rules cannot check: delete it and ship "
+                                    "the module's source (.py)")
         self.modules += files
 
     # -- functions: kernel bodies are kernel language --

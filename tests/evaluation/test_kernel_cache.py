@@ -10,6 +10,7 @@ import pytest
 
 from aka_core.evaluation import kernel_cache
 from aka_core.kits import native
+from aka_core.run.workspace import remove_tree
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def side_folder(path: Path, text: str = "def f(x):\n    return x\n") -> Path:
     path.mkdir(parents=True)
     (path / "kernel.py").write_text(text)
     (path / "__pycache__").mkdir()
-    (path / "__pycache__" / "kernel.cpython-312.pyc").write_bytes(os.urandom(16))
+    (path / "__pycache__" / "kernel.cpython-312.pyc").write_bytes(b"\x00" * 16)
     return path
 
 
@@ -38,7 +39,7 @@ def test_key_depends_on_content_not_on_where_the_folder_is(tmp_path: Path) -> No
     a = side_folder(tmp_path / "a")
     b = side_folder(tmp_path / "elsewhere" / "b")
     key = kernel_cache.key("candidate", "t/gelu", "triton", {}, a)
-    assert key == kernel_cache.key("candidate", "t/gelu", "triton", {}, b)  # .pyc ignored
+    assert key == kernel_cache.key("candidate", "t/gelu", "triton", {}, b)
     assert key != kernel_cache.key("baseline", "t/gelu", "triton", {}, a)
     assert key != kernel_cache.key("candidate", "t/silu", "triton", {}, a)
     assert key != kernel_cache.key("candidate", "t/gelu", "triton", {"TRITON_X": "1"}, a)
@@ -46,6 +47,60 @@ def test_key_depends_on_content_not_on_where_the_folder_is(tmp_path: Path) -> No
     assert key != kernel_cache.key("candidate", "t/gelu", "triton", {}, b)
     (tmp_path / "a" / "link").symlink_to("/etc/hostname")
     assert key != kernel_cache.key("candidate", "t/gelu", "triton", {}, a)
+
+
+@pytest.mark.parametrize("rel", ["__pycache__/kernel.cpython-312.pyc", ".git/objects/ab/cd",
+                                 "__pycache__/planted.pyc"])
+def test_every_file_of_the_folder_is_in_the_key(tmp_path: Path, rel: str) -> None:
+    # The store returns an entry only to byte-identical files: bytecode or a .git that differs
+    # (what could plant files in the side's cache while the .py files stay clean) is a new key.
+    a = side_folder(tmp_path / "a")
+    clean = kernel_cache.key("candidate", "t/gelu", "triton", {}, a)
+    compiled(a, {rel: os.urandom(16)})
+    assert kernel_cache.key("candidate", "t/gelu", "triton", {}, a) != clean
+
+
+def test_an_empty_folder_or_a_special_file_changes_the_key(tmp_path: Path) -> None:
+    a = side_folder(tmp_path / "a")
+    clean = kernel_cache.key("candidate", "t", "triton", {}, a)
+    (a / "pkg").mkdir()  # a namespace package a relative import can now name
+    with_folder = kernel_cache.key("candidate", "t", "triton", {}, a)
+    os.mkfifo(a / "fifo")
+    assert len({clean, with_folder, kernel_cache.key("candidate", "t", "triton", {}, a)}) == 3
+
+
+def test_names_that_are_not_utf8_have_a_key(tmp_path: Path) -> None:
+    # os.walk's names keep undecodable bytes as surrogates, which .encode() refused: the judge
+    # failed with UnicodeEncodeError, a retryable infra_error a wrong candidate could hide behind.
+    a = side_folder(tmp_path / "a")
+    Path(os.fsdecode(os.fsencode(a) + b"/notes-\xff\xfe.txt")).write_text("x")
+    os.symlink(b"/nowhere/\xff", os.fsencode(a) + b"/link-\xfe")
+    key = kernel_cache.key("candidate", "t", "triton", {}, a)
+    assert key is not None and key == kernel_cache.key("candidate", "t", "triton", {}, a)
+
+
+def test_a_folder_nested_too_deep_has_no_key_and_no_error(tmp_path: Path) -> None:
+    a = side_folder(tmp_path / "a")
+    deep = a
+    for _ in range(1200):  # os.walk recursed once per level: RecursionError near 1000
+        deep = deep / "d"
+        deep.mkdir()
+    try:
+        assert kernel_cache.key("candidate", "t", "triton", {}, a) is None
+    finally:
+        remove_tree(a / "d")  # pytest's own clean-up recurses too
+
+
+def test_a_folder_that_cannot_be_read_has_no_key(tmp_path: Path) -> None:
+    a = side_folder(tmp_path / "a")
+    (a / "secret").write_text("x")
+    (a / "secret").chmod(0)
+    try:
+        if os.access(a / "secret", os.R_OK):
+            pytest.skip("root reads any file")
+        assert kernel_cache.key("candidate", "t", "triton", {}, a) is None
+    finally:
+        (a / "secret").chmod(0o600)
 
 
 def test_a_folder_too_large_to_hash_has_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

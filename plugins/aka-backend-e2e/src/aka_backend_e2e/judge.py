@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import random
 import secrets
 import shutil
@@ -92,6 +93,71 @@ class JudgeFailure(Exception):
     def to_failure(self) -> dict[str, Any]:
         return {"kind": self.kind, "phase": self.phase, "message": self.message,
                 "retryable": self.kind == FailureKind.INFRA_ERROR, **self.details}
+
+
+TREE_DEPTH_LIMIT = 32
+TREE_ENTRY_LIMIT = 20_000
+
+
+def candidate_files(workspace: Path, tree: str) -> dict[str, int]:
+    """The regular files of the candidate's kernel tree (``workspace/tree``) by path in the tree,
+    with their sizes. Nothing is followed through a link: a link where the task has the tree
+    (or a folder on its way) is the candidate's ``compile`` failure, and files below a link in
+    the tree are not the candidate's (the judge would copy whatever the link reaches into a
+    tree its engine reads). The walk is iterative and capped; beyond a cap is the candidate's
+    failure too."""
+    folder = workspace
+    for part in tree.split("/"):
+        folder = folder / part
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise JudgeFailure(FailureKind.COMPILE, "setup", f"the candidate's "
+                               f"{folder.relative_to(workspace)} is a link or a file where the task "
+                               "has a folder: ship the kernel tree as real files in the task's "
+                               "folders")
+    if not folder.is_dir():
+        return {}
+    found: dict[str, int] = {}
+    pending, entries = [""], 0
+    while pending:
+        rel_dir = pending.pop()
+        for entry in _listing(folder, rel_dir, tree):
+            entries += 1
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entries > TREE_ENTRY_LIMIT or rel.count("/") >= TREE_DEPTH_LIMIT:
+                raise JudgeFailure(FailureKind.COMPILE, "setup", f"the candidate's kernel tree "
+                                   f"{tree}/ holds more than {TREE_ENTRY_LIMIT} entries or folders "
+                                   f"nested deeper than {TREE_DEPTH_LIMIT} (at {rel[:200]!r}): "
+                                   "keep it smaller")
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(rel)
+            elif entry.is_file(follow_symlinks=False):
+                found[rel] = entry.stat(follow_symlinks=False).st_size
+    return found
+
+
+def _listing(folder: Path, rel_dir: str, tree: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder / rel_dir if rel_dir else folder) as listing:
+            return list(listing)
+    except OSError as exc:
+        raise JudgeFailure(FailureKind.COMPILE, "setup", f"the candidate's folder "
+                           f"{tree}/{rel_dir} cannot be read ({exc.strerror}): leave the kernel "
+                           "tree readable") from None
+
+
+def _copy_regular(src: Path, dst: Path, size: int) -> None:
+    """Copy the candidate's regular file ``src`` (never through a link, never past ``size``);
+    one it made unreadable is its own ``compile`` failure."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(size)
+    except OSError as exc:
+        raise JudgeFailure(FailureKind.COMPILE, "setup", f"the candidate's file {src} "
+                           f"cannot be read ({exc.strerror}): leave the kernel tree readable"
+                           ) from None
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(data)
 
 
 class E2EJudge:
@@ -263,31 +329,24 @@ class Evaluation:
         self.trees = {"baseline": base, "candidate": cand}
         if self.req.workspace is None:  # the baseline against itself
             return
-        workspace_tree = self.req.workspace / tree
         editable = {rel.removeprefix(f"{tree}/") for rel in self.req.task.editable}
-        total = 0
+        found = candidate_files(self.req.workspace, tree)
+        total = sum(size for rel, size in found.items() if rel in editable)
+        added = sorted(rel for rel in found if rel not in editable
+                       and "__pycache__" not in rel.split("/") and not (source / rel).exists())
+        total += sum(found[rel] for rel in added)
+        if total > MAX_TREE_BYTES:
+            raise JudgeFailure(FailureKind.COMPILE, "setup", f"the candidate's kernel tree holds "
+                               f"more than {MAX_TREE_BYTES >> 20} MiB")
+        workspace_tree = self.req.workspace / tree
         for rel in sorted(editable):
-            target = cand / rel
-            src = workspace_tree / rel
-            if not src.is_file() or src.is_symlink():
-                target.unlink(missing_ok=True)  # its import then fails: the candidate's fault
+            if rel not in found:  # missing, a link, or below a link: not the candidate's file
+                (cand / rel).unlink(missing_ok=True)  # its import then fails: the candidate's fault
                 continue
-            total += src.stat().st_size
-            shutil.copyfile(src, target)
-        added = []
-        if workspace_tree.is_dir():
-            for src in sorted(workspace_tree.rglob("*")):
-                rel = src.relative_to(workspace_tree).as_posix()
-                if ("__pycache__" in src.parts or not src.is_file() or src.is_symlink()
-                        or (source / rel).exists() or rel in editable):
-                    continue
-                total += src.stat().st_size
-                if total > MAX_TREE_BYTES:
-                    raise JudgeFailure(FailureKind.COMPILE, "setup", f"the candidate's kernel tree holds "
-                                       f"more than {MAX_TREE_BYTES >> 20} MiB")
-                (cand / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, cand / rel)
-                added.append(f"{tree}/{rel}")
+            _copy_regular(workspace_tree / rel, cand / rel, found[rel])
+        for rel in added:
+            _copy_regular(workspace_tree / rel, cand / rel, found[rel])
+        added = [f"{tree}/{rel}" for rel in added]
         self.record["e2e"]["added_files"] = added
 
     # ------------------------------------------------------------------ engines
