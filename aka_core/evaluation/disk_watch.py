@@ -5,9 +5,10 @@ A runner may write only its own scratch folder (``sandbox``), and no file of it 
 unable to write the record, the service unable to commit its queue, and every other evaluation
 on the host failing: each an ``infra_error``, a dropped sample rather than the candidate's zero.
 So the judge measures each side's disk use while the side lives: the blocks of every file in
-its runner's and its builder's scratch folders, plus the files its processes hold open after
-deleting them (which no folder shows; readable where the judge may look into the side's
-``/proc/<pid>/fd``: the same user as root, or root). A side above ``limit_bytes``, or with more
+its runner's and its builder's scratch folders, plus the files its processes hold open or map
+after deleting them (which no folder shows; readable where the judge may look into the side's
+``/proc/<pid>/fd`` and ``maps``: the same user as root, or root; a mapped file's size where it
+may read ``map_files``, else its mapped extent). A side above ``limit_bytes``, or with more
 than ``MAX_ENTRIES`` files (a walk of millions would slow the judge), is killed with everything
 it started, and its runner's death is a ``resources`` failure naming what it wrote. Every half
 second the watch reads the file system's free space and inodes (one ``statvfs``), and walks a
@@ -31,6 +32,7 @@ from typing import Any
 from aka_core.evaluation.watch_thread import (
     MAX_OPEN_FILES,
     WatchThread,
+    mapped_file_bytes,
     open_file_bytes,
     size_from_env,
     size_text,
@@ -86,9 +88,14 @@ def usage(folders: Iterable[Path], pids: Iterable[int], max_entries: int = MAX_E
                         used += info.st_blocks * 512
         except OSError:
             continue
-    hidden, _ = open_file_bytes(pids, lambda link: link.endswith(" (deleted)"), seen, devices,
-                                max_fds=MAX_OPEN_FILES)
+    pids = list(pids)
+    hidden, _ = open_file_bytes(pids, _deleted, seen, devices, max_fds=MAX_OPEN_FILES)
+    hidden += mapped_file_bytes(pids, _deleted, seen, devices)
     return used + hidden, entries, hidden
+
+
+def _deleted(path: str) -> bool:
+    return path.endswith(" (deleted)")
 
 
 def _free(folders: Sequence[Path]) -> tuple[int, int] | None:

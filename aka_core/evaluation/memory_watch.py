@@ -11,7 +11,8 @@ mapped) counts in no process's size at all, and the OOM killer cannot free it.
 
 So the judge measures each side's memory while the side lives, as killing it would free it:
 the anonymous and shared pages its processes map, their swap (``RssAnon``, ``RssShmem``,
-``VmSwap``), and the memory files (``memfd``, ``/dev/shm``) they hold open, each file once;
+``VmSwap``), and the memory files (``memfd``, ``/dev/shm``) they hold open or map (a file
+mapped untouched and closed holds its pages with none in ``RssShmem``), each file once;
 its processes are found as the disk watch finds them (``Judge._side_processes``). A side is
 killed with everything it started, and its runner's death is a ``resources`` failure naming
 what it held, when
@@ -46,6 +47,7 @@ from typing import Any, NamedTuple
 from aka_core.evaluation.watch_thread import (
     MAX_OPEN_FILES,
     WatchThread,
+    mapped_file_bytes,
     open_file_bytes,
     size_from_env,
     size_text,
@@ -125,11 +127,16 @@ def process_status(pid: int) -> tuple[int, int]:
 
 
 def memory_files(pids: list[int], max_fds: int | None = None) -> tuple[int, int]:
-    """(bytes of the memory files (``memfd``, ``/dev/shm``) the processes ``pids`` hold open,
-    each file once, the descriptors looked at: ``open_file_bytes``). The pages a process maps
-    count in its ``RssShmem`` as well."""
-    return open_file_bytes(pids, lambda link: link.startswith(_MEMORY_FILES), set(),
-                           max_fds=max_fds)
+    """(bytes of the memory files (``memfd``, ``/dev/shm``) the processes ``pids`` hold open or
+    map, each file once, the descriptors looked at: ``open_file_bytes``, ``mapped_file_bytes``).
+    The pages a process touched through a mapping count in its ``RssShmem`` as well."""
+    seen: set[tuple[int, int]] = set()
+    held, fds = open_file_bytes(pids, _is_memory_file, seen, max_fds=max_fds)
+    return held + mapped_file_bytes(pids, _is_memory_file, seen), fds
+
+
+def _is_memory_file(path: str) -> bool:
+    return path.startswith(_MEMORY_FILES)
 
 
 class SideUse(NamedTuple):

@@ -24,7 +24,11 @@ other listens, offering its UVM descriptor to other processes (refusing ``listen
 driver's start in the sandbox: ``bench/cuda_socket_probe.py``). The one connected socket a
 runner has is the one its judge gave it (``sides.RunnerProcess.unasked``). Calls of another
 architecture's syscall table (32-bit ``int 0x80``, x32), which would pass a filter written for
-this one's numbers, are refused too.
+this one's numbers, are refused too. So are keyrings, spliced pages and namespaces
+(``KERNEL_OBJECTS``, ``NAMESPACES``): a key outlives the runner for a later evaluation to
+read, a spliced page of a huge page holds all of it in a pipe, and a user namespace is where a
+runner makes thousands of network namespaces, kernel memory in no process's size. ``clone3``,
+whose flags a filter cannot read, is answered ``ENOSYS`` (the C library falls back to ``clone``).
 A thread of the runner's own named by its thread id is refused as well (a filter cannot tell it
 from another process): thread pools bind their threads so only when asked (``OMP_PROC_BIND``,
 ``OMP_PLACES``), which the runners' environment leaves out.
@@ -45,6 +49,7 @@ _JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _RET = 0x06  # BPF_RET | BPF_K
 _ALLOW = 0x7FFF0000
 _REFUSE = 0x00050000 | errno.EPERM
+_NO_SUCH_CALL = 0x00050000 | errno.ENOSYS
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _X32_BIT = 0x40000000
@@ -87,6 +92,25 @@ HIDDEN_MEMORY = {
 an ``io_uring`` and closed stay open in the ring (whose own operations also make sockets and
 open files past this filter); a secret memory file's pages are in no file system the judge can
 look at; a POSIX message queue outlives its process. Nothing a runner loads uses them."""
+KERNEL_OBJECTS = {
+    # add_key, request_key, keyctl; vmsplice, splice, tee; setns.
+    "x86_64": (248, 249, 250, 278, 275, 276, 308),
+    "aarch64": (217, 218, 219, 75, 76, 77, 268),
+}
+"""Calls that make what outlives the runner or hides memory in the kernel: a key in the user's
+keyring (a note a later evaluation of the same user reads back, up to the user's quota), pages
+spliced into a pipe (one 4 KiB page of a transparent huge page holds its whole 2 MiB: 3 GiB
+behind six descriptors), another process's namespaces. Nothing a runner loads uses them."""
+NAMESPACES = 0x7E020000
+"""CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: a runner makes no namespace
+(each network namespace is ~190 KiB of kernel memory in no process's size, and a user namespace
+is where the others are made without privileges). ``CLONE_NEWTIME`` (0x80) is refused by
+``unshare`` only: in ``clone``'s flags those bits are the exit signal."""
+CLONE_NEWTIME = 0x80
+CLONES = {"x86_64": {"clone": 56, "unshare": 272, "clone3": 435},
+          "aarch64": {"clone": 220, "unshare": 97, "clone3": 435}}
+"""``clone3`` passes its flags in memory a filter cannot read: it is answered ``ENOSYS``, and the
+C library (threads, ``posix_spawn``) falls back to ``clone``, whose flags it reads."""
 SOCKET = {"x86_64": 41, "aarch64": 198}
 CONNECTIONS = {"x86_64": {"socketpair": 53, "connect": 42},
                "aarch64": {"socketpair": 199, "connect": 203}}
@@ -127,13 +151,28 @@ def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int,
     op(_JEQ, nr["ioprio_set"], "ioprio", 0)
     for name in SCHEDULING:
         op(_JEQ, nr[name], "pid", 0)
-    refused = [*SYSV_IPC[machine], *HIDDEN_MEMORY[machine],
+    refused = [*SYSV_IPC[machine], *HIDDEN_MEMORY[machine], *KERNEL_OBJECTS[machine],
                *(() if sockets else CONNECTIONS[machine].values())]
     for number in refused:
         op(_JEQ, number, "refuse", 0)
+    clones = CLONES[machine]
+    op(_JEQ, clones["clone"], "clone", 0)
+    op(_JEQ, clones["unshare"], "unshare", 0)
+    op(_JEQ, clones["clone3"], "no_such_call", 0)
     if not sockets:
         op(_JEQ, SOCKET[machine], "socket", 0)
     op(_RET, _ALLOW)
+    # clone(flags, ...) and unshare(flags): no namespace.
+    label("unshare")
+    op(_LD_ABS, _arg(0))
+    op(_AND, NAMESPACES | CLONE_NEWTIME)
+    op(_JEQ, 0, "allow", "refuse")
+    label("clone")
+    op(_LD_ABS, _arg(0))
+    op(_AND, NAMESPACES)
+    op(_JEQ, 0, "allow", "refuse")
+    label("no_such_call")
+    op(_RET, _NO_SUCH_CALL)
     if not sockets:
         # socket(family, type, protocol): a Unix stream or sequenced-packet socket only.
         label("socket")

@@ -4,6 +4,7 @@ than its baseline is stopped when the host runs short (and a baseline never is).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -34,6 +35,26 @@ fd = os.memfd_create("hidden")
 chunk = b"x" * (1 << 20)
 for _ in range(n):
     os.write(fd, chunk)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+# A child that writes ``n`` MiB into a memfd, maps one page of it untouched and closes it: the
+# mapping holds the whole file, with no page in RssShmem and no descriptor left.
+# (Python's mmap keeps a duplicate of the descriptor: libc's does not.)
+MAPPED_MEMFD = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+n = int(sys.argv[1])
+fd = os.memfd_create("hidden")
+chunk = b"x" * (1 << 20)
+for _ in range(n):
+    os.write(fd, chunk)
+assert libc.mmap(None, 4096, 1, 1, fd, 0) not in (None, 2**64 - 1)  # PROT_READ, MAP_SHARED
+os.close(fd)
 print("ready", flush=True)
 time.sleep(600)
 """
@@ -97,6 +118,26 @@ def test_a_memory_file_held_but_never_mapped_counts(
     assert memory_watch.process_memory(holder.pid) < 40 * MIB  # its mappings miss it
     assert memory_watch.side_memory([holder.pid]).used >= 48 * MIB
     assert memory_watch.memory_files([holder.pid, holder.pid])[0] == held  # the file once
+
+
+def test_a_memory_file_mapped_then_closed_counts(children: list[subprocess.Popen[str]]) -> None:
+    holder = start(MAPPED_MEMFD, 48)
+    children.append(holder)
+    held, _ = memory_watch.memory_files([holder.pid])
+    assert memory_watch.process_memory(holder.pid) < 40 * MIB  # its size misses it
+    if os.geteuid() == 0 and _may_read_map_files(holder.pid):
+        assert 48 * MIB <= held < 50 * MIB  # the file's size, through map_files
+    else:
+        assert held >= 4096  # the mapped extent: the least the file holds
+    assert memory_watch.memory_files([holder.pid, holder.pid])[0] == held  # the file once
+
+
+def _may_read_map_files(pid: int) -> bool:
+    try:
+        os.listdir(f"/proc/{pid}/map_files")
+        return True
+    except OSError:
+        return False
 
 
 def test_a_side_over_the_limit_is_reported_once_with_what_it_held(
