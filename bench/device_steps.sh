@@ -134,7 +134,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 72}"
+step="${1:?step 1 to 73}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -1046,5 +1046,13 @@ PY
       hide_memory_in_a_memfd user_namespace_escape 2>&1 \
       | grep --line-buffered "redteam\|INCOMPLETE"
     ;;
-  *) echo "step 1 to 72" >&2; exit 2 ;;
+  73)
+    # Step 71 with one service run instead of three (about 300 s): serial `aka eval` of the 16,
+    # 64 in flight through `aka serve`, single requests, every service CI against the serial one.
+    AKA_KERNEL_CACHE="/tmp/kernel-store-$step" python3 bench/service_bench.py \
+      --out "$out/service" --repeats 1 --in-flight 64 --per-gpu 4 --warm 0 --serial --single 4 \
+      --single-gap 6 --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
+      | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
+    ;;
+  *) echo "step 1 to 73" >&2; exit 2 ;;
 esac
