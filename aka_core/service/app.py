@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import re
+import secrets
 import shutil
 import time
 import uuid
@@ -251,7 +252,11 @@ def create_app(service: Service) -> Any:
             row, new = service.store.submit(
                 request_id, key, task_id, priority=priority,
                 deadline=time.time() + deadline_s if deadline_s else None,
-                options={"task_dir": str(folder), "held_out_seed": seed})
+                options={"task_dir": str(folder), "held_out_seed": seed,
+                         # Where the client fixed no draw: one secret draw for every attempt, so
+                         # that a retry (an evaluator fault a candidate might provoke) judges the
+                         # same held-out shapes, never a fresh draw the candidate may prefer.
+                         "draw_seed": secrets.randbits(62)})
         except Conflict:  # not reached: nothing awaited since the id was looked up
             shutil.rmtree(target, ignore_errors=True)  # never another request's files judged
             raise BadRequest(409, "id", f"id {request_id} was used for other content") from None

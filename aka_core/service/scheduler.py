@@ -290,7 +290,7 @@ class Scheduler:
             result_path.unlink()
         spec = {"task_dir": request.options["task_dir"], "candidate_dir": str(candidate),
                 "device": slot.device, "result_path": str(result_path),
-                "evaluator": self.evaluator, "held_out_seed": request.options.get("held_out_seed"),
+                "evaluator": self.evaluator, "held_out_seed": held_out_seed(request.options),
                 # Other candidates' files and every result wait in the service's state folder.
                 "protect": [str(self.spool.parent)]}
         spec_path = folder / "job.json"
@@ -365,6 +365,13 @@ class Scheduler:
         # Judged: the record is in the queue's database; the folder (the candidate's files, the
         # job's log) is only kept for requests that end in the evaluator's failure.
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def held_out_seed(options: dict[str, Any]) -> int | None:
+    """The request's held-out draw: the client's, else the request's own secret (the same in
+    every attempt: a retry cannot draw shapes anew), else (a queue made before it) a fresh one."""
+    given = options.get("held_out_seed")
+    return given if given is not None else options.get("draw_seed")
 
 
 def timeline(request: Request, job: object, *, handed: float, exited: float,

@@ -160,6 +160,26 @@ def test_a_response_whose_files_are_refused_scores_zero_not_a_crash(service: Any
         verl.compute_score("aka", good, "no/such_task", {})
 
 
+@pytest.mark.slow
+def test_a_retry_judges_the_same_held_out_draw(service: Any) -> None:
+    # A candidate that can provoke an evaluator fault (a retry) once drew new held-out shapes
+    # with each attempt: it could keep the draws it liked. Each request now has one secret draw.
+    with ServiceClient(service.url) as client:
+        first = client.evaluate(TASK, candidate("infra_once", reward=1.5))
+        second = client.evaluate(TASK, candidate("infra_once", reward=2.5))
+        given = client.evaluate(TASK, candidate("infra_once", reward=3.5), held_out_seed=7)
+    seeds: dict[str, list[str]] = {}
+    for line in (service.tmp / "fake-seeds.txt").read_text().splitlines():
+        folder, _, seed = line.split()
+        seeds.setdefault(folder, []).append(seed)
+    draws = {folder: set(found) for folder, found in seeds.items()}
+    assert sorted(len(found) for found in seeds.values()) == [2, 2, 2]  # two attempts each
+    assert all(len(found) == 1 for found in draws.values())  # the same draw in both
+    assert {"7"} in draws.values() and "None" not in set().union(*draws.values())
+    assert len({next(iter(found)) for found in draws.values()}) == 3  # each request its own
+    assert (first["reward"], second["reward"], given["reward"]) == (1.5, 2.5, 3.5)
+
+
 def test_files_of_reads_no_more_than_a_request_holds(tmp_path: Path) -> None:
     # The trainer's process is not confined: a workspace's sparse file of terabytes (it costs
     # the agent nothing) must not be read into memory.

@@ -41,6 +41,9 @@ FAKE_EVALUATOR = textwrap.dedent('''
         attempts = candidate.parent / "fake-attempts"
         count = int(attempts.read_text()) + 1 if attempts.exists() else 1
         attempts.write_text(str(count))
+        if os.environ.get("AKA_FAKE_SEEDS"):  # the held-out draw each attempt was given
+            with open(os.environ["AKA_FAKE_SEEDS"], "a") as handle:
+                handle.write(f"{request_id} {count} {held_out_seed}\\n")
         time.sleep(float(spec.get("sleep", 0)))
         outcome = spec.get("outcome", "scored")
         if outcome == "crash":
@@ -117,7 +120,7 @@ class ServiceProcess:
                 "asyncio.run(serve(ServeOptions(**o)))\n")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(self.tmp), *filter(None, [os.environ.get("PYTHONPATH")])]),
-            "AKA_FAKE_LOG": str(self.log)}
+            "AKA_FAKE_LOG": str(self.log), "AKA_FAKE_SEEDS": str(self.tmp / "fake-seeds.txt")}
         with contextlib.suppress(OSError):
             (self.state / "service.json").unlink()
         self.proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(self.options)],
