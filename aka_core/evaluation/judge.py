@@ -104,6 +104,7 @@ class Judge:
         self._phase_start = time.monotonic()
         self.limit = STARTUP_SECONDS
         self.runners: dict[str, RunnerProcess] = {}
+        self._waited_at_phase: dict[str, float] = {}
         self.io: dict[str, Any] = {}
         self.scratch = Path.cwd()
         self.confinement: dict[str, Any] = {}
@@ -126,6 +127,7 @@ class Judge:
         if self._phase is not None:
             self.result["phases"][self._phase] = round(now - self._phase_start, 4)
         self._phase, self._phase_start = name, now
+        self._waited_at_phase = {side: runner.waited_s for side, runner in self.runners.items()}
         limits = self.req.timeouts
         self.limit = {"compile": limits.compile_seconds, "correctness": limits.correctness_seconds,
                       "timing": limits.timing_seconds}.get(name, STARTUP_SECONDS)
@@ -134,6 +136,25 @@ class Judge:
     def remaining(self) -> float:
         """Seconds left in the current phase's limit (the task's ``timeouts``)."""
         return self._phase_start + self.limit - time.monotonic()
+
+    def candidate_seconds(self, limit: float) -> float:
+        """How long the judge may wait on the candidate: ``limit``, within what is left of the
+        phase. Its waits are never what takes the judge past the phase, where the parent stops
+        it as a fault of the evaluator (a retry: a candidate could have bought itself one)."""
+        return max(0.5, min(limit, self.remaining()))
+
+    def spent_by_candidate(self) -> bool:
+        """Whether the phase, now (nearly) over, went on waiting for the candidate more than
+        for the baseline: a side that then runs out of time is not at fault."""
+        if self.remaining() > 1.0:
+            return False
+        waited = {side: runner.waited_s - self._waited_at_phase.get(side, 0.0)
+                  for side, runner in self.runners.items()}
+        return waited.get("candidate", 0.0) > waited.get("baseline", 0.0)
+
+    def phase_spent_failure(self) -> JudgeFailure:
+        return JudgeFailure(FailureKind.TIMEOUT, f"the {self._phase} phase ran past its limit of "
+                            f"{self.limit:.0f} s, most of it waiting for the candidate")
 
     def _timed_out(self, side: str, exc: SideFailure) -> SideFailure:
         if exc.kind == FailureKind.TIMEOUT:
@@ -164,6 +185,7 @@ class Judge:
             # import (or left running) could otherwise slow another evaluation's blocks.
             self.phase("gpu_wait")
             self._gpu_lock = acquire_gpu_lock()
+            self.read_device_memory()  # no side's code has run: what others hold, alone
             # Its processes onto the CPUs the service keeps for this GPU's holder, away from the
             # evaluations starting meanwhile (``holder_cpus``).
             self.holding = holder_cpus.hold()
@@ -556,6 +578,8 @@ class Judge:
         blamed = self.memory_failure(exc)
         if blamed is not None:
             return blamed
+        if exc.kind == FailureKind.TIMEOUT and self.spent_by_candidate():
+            return self.phase_spent_failure()
         kind = FailureKind.TASK_ERROR if exc.kind == RAISED and phase != "timing" else INFRA
         return JudgeFailure(kind, f"baseline: {exc}", phase_of_failure=phase, **details)
 
@@ -570,6 +594,19 @@ class Judge:
             return JudgeFailure(INFRA, f"the GPU ran out of memory: {text}")
         return JudgeFailure(FailureKind.RESOURCES, f"the GPU ran out of memory while the candidate's process "
                             f"held it (it had room when the evaluation began): {text}")
+
+    def read_device_memory(self) -> None:
+        """The GPU's free memory now, and whether others hold over half of it (``shared``: a
+        crash or an out-of-memory error is then not blamed on the candidate). Read again once
+        the GPU lock is held: before it, the memory another evaluation's candidate holds under
+        its lock would decide whom this evaluation blames (a candidate beside a hoarder could
+        crash at will and be retried)."""
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        self.result["device_memory"] = {"free_gib": round(free / 2**30, 2),
+                                        "total_gib": round(total / 2**30, 2),
+                                        "shared": free < 0.5 * total}
 
     def _gpu_taken_by_others(self) -> bool:
         return bool(self.result.get("device_memory", {}).get("shared"))
@@ -600,10 +637,7 @@ class Judge:
         except Exception as exc:  # a broken plugin: the evaluator's problem
             raise JudgeFailure(INFRA, f"backend {req.backend!r}: {type(exc).__name__}: {exc}") from exc
         if self.device == "cuda":
-            free, total = torch.cuda.mem_get_info()
-            self.result["device_memory"] = {"free_gib": round(free / 2**30, 2),
-                                            "total_gib": round(total / 2**30, 2),
-                                            "shared": free < 0.5 * total}
+            self.read_device_memory()
         from aka_core import gpus
 
         name = (self.result.get("device") or {}).get("name") or ""

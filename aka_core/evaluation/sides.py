@@ -132,6 +132,9 @@ class RunnerProcess:
         self._fds_due = 0
         """Descriptors the judge asked for (a ``setup`` sent) and has not received yet."""
 
+    waited_s = 0.0
+    """Seconds the judge waited on this side: its answers (``answer``) and its timed blocks."""
+
     # ------------------------------------------------------------------ messages
     def send(self, **message: Any) -> None:
         self._sent = (str(message.get("op")), time.monotonic())
@@ -163,8 +166,13 @@ class RunnerProcess:
         return self.answer(op, timeout)
 
     def answer(self, op: str, timeout: float) -> dict[str, Any]:
-        """The reply to ``op`` (sent before), or ``SideFailure``."""
-        reply = self.read(timeout, op)
+        """The reply to ``op`` (sent before), or ``SideFailure``. The seconds waited add to
+        ``waited_s`` (whose waits used up a phase: ``Judge.spent_by_candidate``)."""
+        started = time.monotonic()
+        try:
+            reply = self.read(timeout, op)
+        finally:
+            self.waited_s += time.monotonic() - started
         if reply.get("ok") is not True:
             error = str(reply.get("error", "failed"))[:4000]
             raise SideFailure(RAISED, error, side=self.side,

@@ -105,6 +105,9 @@ AUDITS_PER_BLOCK = 2  # the last call and one drawn from the secret
 AUDIT_SAMPLE = 1 << 16  # elements of each output an audit compares (drawn from the secret)
 AUDIT_L2_SLACK = 1.05  # the relative-L2 bound on a sample (an estimate) is this much looser
 BLOCK_SECONDS_MIN = 20.0
+HELD_UP_SECONDS = 5.0
+"""How long a baseline's block that did not finish beside the candidate is given once the
+candidate's processes are gone."""
 FIT_FROM = 64  # graph blocks of more calls (calls under ~30 us) are sized from graph replays
 FIT_CALLS = 128  # graph blocks that time a replayed call before blocks are sized from it
 PLACEMENT_GAP = 2 << 20  # at most this many bytes (drawn) before each further placement's slots
@@ -531,7 +534,8 @@ class CaseTimer:
             failed = exc
         reply, refused = None, None
         try:
-            reply = self.judge.runners["candidate"].answer("capture", ARM_SECONDS)
+            reply = self.judge.runners["candidate"].answer(
+                "capture", self.judge.candidate_seconds(ARM_SECONDS))
         except SideFailure as exc:
             if exc.kind != RAISED:
                 raise self.judge.side_failure("candidate", exc, "timing") from None
@@ -586,11 +590,14 @@ class CaseTimer:
         try:
             try:
                 if touch:
-                    reply = runner.request("touch", ARM_SECONDS, n=n)
+                    reply = runner.request("touch", ARM_SECONDS if side == "baseline" else
+                                           self.judge.candidate_seconds(ARM_SECONDS), n=n)
                 else:
                     reply = self.arm(runner, slots, side, n)
             except SideFailure as exc:
                 if exc.kind == FailureKind.TIMEOUT and side == "candidate":
+                    if self.judge.spent_by_candidate():
+                        raise self.judge.phase_spent_failure() from None
                     raise JudgeFailure(FailureKind.TIMING_CHECK, "the candidate did not enqueue its timed "
                                        f"calls within {ARM_SECONDS:.0f} s: a timed call must not "
                                        "wait for the GPU (no .item(), .cpu(), .tolist(), "
@@ -695,9 +702,11 @@ class CaseTimer:
         # error of the hand-off cost ``o`` more), and fails as before.
         count = self.counts[side]
         quick = side == "baseline" and count > 1
+        limit = (ARM_QUEUE_SECONDS if quick else ARM_SECONDS) if side == "baseline" else (
+            self.judge.candidate_seconds(ARM_SECONDS))
         try:
-            return runner.request("arm", ARM_QUEUE_SECONDS if quick else ARM_SECONDS, n=n,
-                                  count=count, graph=graph, placement=self.placement)
+            return runner.request("arm", limit, n=n, count=count, graph=graph,
+                                  placement=self.placement)
         except SideFailure as exc:
             if not (quick and exc.kind == FailureKind.TIMEOUT):
                 raise
@@ -715,24 +724,60 @@ class CaseTimer:
     def _wait(self, end: Any, word: int, n: int, side: str) -> None:
         """Until ``end`` (an event behind a wait for the runner's ``word``) has passed; a side
         that never writes the word fails, and the judge's stream is released by writing it."""
-        from aka_core.evaluation import cuda_ipc
 
-        limit = max(BLOCK_SECONDS_MIN, self.counts.get(side, self.count) * self.estimate_ms * 50
+        # Sized on the baseline's estimate, which the candidate cannot inflate (its own estimate
+        # block could make every wait on it minutes long); the candidate's within the phase.
+        limit = max(BLOCK_SECONDS_MIN, self.counts.get(side, self.count) * self.baseline_ms * 50
                     / 1000)
-        deadline = time.monotonic() + limit
-        while not end.query():
-            if time.monotonic() > deadline:
-                # Unblock the judge's own stream, then fail the side that did not finish.
-                cuda_ipc.stream_write(self.unblock_stream.cuda_stream, word, n)
-                self.stream.synchronize()
-                if side == "candidate":
-                    raise JudgeFailure(FailureKind.TIMEOUT, f"a timed block of the candidate did not finish "
-                                       f"within {limit:.0f} s")
-                raise JudgeFailure(INFRA, f"a timed block of the baseline did not finish within "
-                                   f"{limit:.0f} s")
-            time.sleep(0.0002)
+        if side == "candidate":
+            limit = self.judge.candidate_seconds(limit)
+        started = time.monotonic()
+        deadline = started + limit
+        try:
+            while not end.query():
+                if time.monotonic() > deadline:
+                    self._block_did_not_finish(end, word, n, side, limit)
+                time.sleep(0.0002)
+        finally:
+            runner = self.judge.runners.get(side)
+            if runner is not None:
+                runner.waited_s += time.monotonic() - started
+
+    def _block_did_not_finish(self, end: Any, word: int, n: int, side: str, limit: float
+                              ) -> None:
+        """Fail the side whose timed block did not finish, after unblocking the judge's own
+        stream. A baseline's block is first given a few seconds more with the candidate's
+        processes killed (its kernels die with its context): one that then finishes was held up
+        by work the candidate left on the GPU, the candidate's doing, not a fault to retry."""
+        from aka_core.evaluation import cuda_ipc, sides
+
+        if side == "baseline" and not self.judge.spent_by_candidate():
+            candidate = self.judge.runners.get("candidate")
+            if candidate is not None and not candidate.dead:
+                candidate.kill()
+                sides.kill_orphans_and_wait({self.judge.runners["baseline"].proc.pid})
+                until = time.monotonic() + HELD_UP_SECONDS
+                while time.monotonic() < until:
+                    if end.query():
+                        raise JudgeFailure(FailureKind.TIMING_CHECK, f"a timed block of the "
+                                           f"baseline did not finish within {limit:.0f} s beside "
+                                           "the candidate, and did once the candidate's "
+                                           "processes were killed: the candidate kept the GPU "
+                                           "busy outside its own blocks")
+                    time.sleep(0.001)
+        cuda_ipc.stream_write(self.unblock_stream.cuda_stream, word, n)
+        self.stream.synchronize()
+        if side == "candidate":
+            raise JudgeFailure(FailureKind.TIMEOUT, f"a timed block of the candidate did not finish "
+                               f"within {limit:.0f} s")
+        if self.judge.spent_by_candidate():
+            raise self.judge.phase_spent_failure()
+        raise JudgeFailure(INFRA, f"a timed block of the baseline did not finish within "
+                           f"{limit:.0f} s")
 
     estimate_ms = 1.0
+    baseline_ms = 1.0
+    """The baseline's estimated time per call (ms): what the waits on blocks are sized by."""
 
     def audit(self, side: str, j: int, outs: list[Any], inputs: Mapping[str, Any] | None,
               mismatch: str | None) -> None:
@@ -880,6 +925,7 @@ class CaseTimer:
         est = {side: max((self.block(side, inputs, audit=False) - o_est) / self.counts[side],
                          1e-4) for side in ("baseline", "candidate")}
         self.estimate_ms = max(est.values())
+        self.baseline_ms = est["baseline"]
         free = self.free_memory()
         by_memory = self.calls_that_fit(free)
         # After a block the baseline could not enqueue, both sides' blocks stay within ``cap``

@@ -54,6 +54,9 @@ class Judge:
     def side_failure(self, side: str, exc: SideFailure, phase: str) -> JudgeFailure:
         return JudgeFailure(FailureKind.CRASHED, f"{side}: {exc}")
 
+    def candidate_seconds(self, limit: float) -> float:
+        return limit  # the phase has all its time left
+
 
 class Slots:
     outputs: Any = None
