@@ -22,6 +22,7 @@ import math
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -112,7 +113,7 @@ def _report_time(folder: Path, harness: Harness, side: str) -> float:
                          "(aka.performance_report in its config)")
     path = folder / harness.report
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_report(path))
     except (OSError, ValueError) as exc:
         raise StepFailed(kind, "timing", f"the {side}'s performance report {harness.report} "
                          f"cannot be read: {exc}") from None
@@ -124,6 +125,23 @@ def _report_time(folder: Path, harness: Harness, side: str) -> float:
             return float(value)
     raise StepFailed(kind, "timing", f"the {side}'s performance report {harness.report} has no "
                      f"positive time under {', '.join(keys)}")
+
+
+REPORT_LIMIT_BYTES = 1 << 20
+
+
+def _read_report(path: Path) -> str:
+    """A performance report the side's commands wrote: a regular file of at most
+    ``REPORT_LIMIT_BYTES``, never read through a link or waited on (a FIFO would hang the judge,
+    a link to ``/dev/zero`` fill its memory); OSError or ValueError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = handle.read(REPORT_LIMIT_BYTES + 1)
+    if len(data) > REPORT_LIMIT_BYTES:
+        raise ValueError(f"larger than {REPORT_LIMIT_BYTES >> 20} MiB")
+    return data.decode("utf-8")
 
 
 class _Runner:
@@ -218,6 +236,8 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
     from aka_core.processes import signal_tree
 
     home = folder / ".aka-home"
+    if home.is_symlink() or (home.exists() and not home.is_dir()):
+        home.unlink()  # a command of the side replaced it: made again, not a fault of aka's
     home.mkdir(exist_ok=True)
     # No connected sockets of its own, as a runner: Landlock does not govern ``connect``, and
     # a root command could otherwise ask a host daemon's socket for what it may not do itself.
@@ -229,7 +249,9 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
            "PYTHONDONTWRITEBYTECODE": "1"}
     # The folder holds the task's files already (a workspace, the baseline's copy): the limits
     # are on what the command adds.
-    before, entries, _ = disk_watch.usage([folder], [])
+    # Its log too: what it prints lands there, outside its folder.
+    watched = [folder, log.parent]
+    before, entries, _ = disk_watch.usage(watched, [])
     disk = disk_watch.DiskWatch(limit=before + disk_watch.limit_bytes(),
                                 max_entries=entries + disk_watch.MAX_ENTRIES)
     memory = memory_watch.MemoryWatch(shortage=False)  # one side: no baseline to weigh
@@ -237,7 +259,9 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
     started = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "aka_core.evaluation.harness", str(write_fd),
+            # -P: the folder (the candidate's files) is not on the launcher's path: a json.py
+            # there would run, unconfined, before the sandbox is applied.
+            [sys.executable, "-P", "-m", "aka_core.evaluation.harness", str(write_fd),
              "on" if confinement != "off" else "off", spec_json, command],
             cwd=folder, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
             pass_fds=(write_fd,), start_new_session=True,
@@ -257,7 +281,7 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
             verdict.append((cause, message))
         kill()
 
-    disk.watch(side, [folder], roots=lambda: [proc.pid],
+    disk.watch(side, watched, roots=lambda: [proc.pid],
                over=lambda message: stop(DISK_LIMIT, message))
     memory.watch(side, roots=lambda: [proc.pid],
                  over=lambda message: stop(MEMORY_LIMIT, message))
@@ -286,7 +310,7 @@ def run_confined(command: str, folder: Path, log: Path, protected: Sequence[str]
 def main(argv: list[str]) -> None:
     """``python -m aka_core.evaluation.harness FD on|off SPEC COMMAND``: confine this process by SPEC (on),
     write what was applied to FD, then become ``/bin/sh -c COMMAND`` (the sandbox stays)."""
-    from aka_core.evaluation import sandbox
+    from aka_core.evaluation import sandbox, sides  # before confinement: it may not read them
 
     fd, mode, spec_json, command = int(argv[0]), argv[1], argv[2], argv[3]
     os.set_inheritable(fd, False)
@@ -302,7 +326,16 @@ def main(argv: list[str]) -> None:
     os.write(fd, (json.dumps(record) + "\n").encode())
     os.close(fd)
     sys.stdout.flush()
-    os.execv("/bin/sh", ["/bin/sh", "-c", command])
+    # The command runs as this (confined) launcher's child, and whatever it leaves behind (a
+    # daemon in a session of its own, a double fork) comes back to the launcher, a subreaper,
+    # and is killed when the command ends: nothing of it outlives its step, to run beside the
+    # next side's timing. While the command runs, the launcher is the root aka watches and
+    # kills, with everything below it.
+    sides.become_subreaper()
+    command_process = subprocess.Popen(["/bin/sh", "-c", command])
+    code = command_process.wait()
+    sides.kill_orphans_and_wait(set())
+    os._exit(code if code >= 0 else 128 - code)
 
 
 if __name__ == "__main__":

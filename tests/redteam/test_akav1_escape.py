@@ -150,3 +150,101 @@ def test_a_tasks_command_that_fills_the_host_is_stopped_and_blamed(
     step = (result.evaluation.steps or [None])[-1]
     assert step is not None and step.exit is None and step.stopped in failure.message
     assert result.evaluation.unknown_keys() == []
+
+
+def confined(tmp_path: Path, command: str) -> tuple[Path, object]:
+    """``command`` run as a task's command in a workspace of its own (``run_confined``)."""
+    from aka_core.evaluation import harness
+
+    folder = tmp_path / "workspace"
+    folder.mkdir(exist_ok=True)
+    log = tmp_path / "logs" / "step.log"
+    log.parent.mkdir(exist_ok=True)
+    run = harness.run_confined(command, folder, log, [], "required", timeout=60)
+    return folder, run
+
+
+def test_a_module_in_the_workspace_does_not_run_before_the_sandbox(tmp_path: Path) -> None:
+    # The launcher ran with the workspace as its folder, first on its path: a json.py there
+    # ran, unconfined, before the sandbox was applied (it read the corpus, wrote anywhere).
+    if sandbox.landlock_abi() <= 0:
+        pytest.skip("no Landlock here: commands cannot be confined")
+    escaped = tmp_path / "escaped.txt"
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    (folder / "json.py").write_text(
+        f"open({str(escaped)!r}, 'w').write('ran before the sandbox')\n"
+        "import sys, importlib; sys.path.pop(0); sys.modules.pop('json')\n"
+        "globals().update(importlib.import_module('json').__dict__)\n")
+    _, run = confined(tmp_path, "true")
+    assert run.code == 0 and run.confinement["confined"] is True
+    assert not escaped.exists()
+
+
+def test_what_a_command_leaves_running_ends_with_it(tmp_path: Path) -> None:
+    # A grandchild in a session of its own (setsid, a double fork) once outlived the command
+    # and the evaluation, free to load the CPUs while the next side was timed.
+    if sandbox.landlock_abi() <= 0:
+        pytest.skip("no Landlock here: commands cannot be confined")
+    import os
+    import time
+
+    daemon = ("import os, time\n"
+              "if os.fork() == 0:\n"
+              "    os.setsid()\n"
+              "    if os.fork() == 0:\n"
+              "        open('daemon.pid', 'w').write(str(os.getpid()))\n"
+              "        time.sleep(120)\n"
+              "    os._exit(0)\n"
+              "time.sleep(1)\n")
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    (folder / "daemon.py").write_text(daemon)
+    _, run = confined(tmp_path, "python3 daemon.py")
+    assert run.code == 0
+    pid = int((folder / "daemon.pid").read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break  # killed, not yet collected by its new parent
+        time.sleep(0.05)
+    alive = Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().rsplit(
+        ")", 1)[1].split()[0] != "Z"
+    if alive:
+        os.kill(pid, 9)
+    assert not alive
+
+
+@pytest.mark.parametrize("make", ["fifo", "link_to_dev_zero", "huge"])
+def test_a_performance_report_is_read_within_bounds(tmp_path: Path, make: str) -> None:
+    # The report is the side's file: a FIFO hung the judge, a link to /dev/zero filled its
+    # memory. Either is now the side's failure, at once.
+    import os
+    import types
+
+    from aka_core.evaluation import harness
+
+    report = tmp_path / "perf.json"
+    if make == "fifo":
+        os.mkfifo(report)
+    elif make == "link_to_dev_zero":
+        report.symlink_to("/dev/zero")
+    else:
+        report.write_text('{"time_ms": 1.0, "pad": "' + "x" * (2 << 20) + '"}')
+    spec = types.SimpleNamespace(report="perf.json", time_key=None)
+    with pytest.raises(harness.StepFailed) as failed:
+        harness._report_time(tmp_path, spec, "candidate")
+    assert failed.value.kind == "crashed" and "cannot be read" in str(failed.value)
+
+
+def test_a_workspace_that_replaced_the_commands_home_is_not_a_fault_of_aka(
+        tmp_path: Path) -> None:
+    # A candidate's code replaced the folder that is the commands' home with a file: the next
+    # command's set-up raised in aka (an infra_error, retried), not in the candidate's step.
+    if sandbox.landlock_abi() <= 0:
+        pytest.skip("no Landlock here: commands cannot be confined")
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    (folder / ".aka-home").write_text("not a folder")
+    _, run = confined(tmp_path, "test -d \"$HOME\"")
+    assert run.code == 0

@@ -240,6 +240,28 @@ def test_forged_lines_on_the_reply_pipe_are_caught(task_dir: Path, tmp_path: Pat
     assert failure.get("arm", "candidate") == "candidate"
 
 
+def test_a_forged_operator_check_reply_is_the_candidates_fault(task_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    # Every operator check answered {"ok": true, "outputs": 1}: the judge iterated the number,
+    # raised, and called it its own fault (an infra_error, retried) instead of the arm's.
+    code = textwrap.dedent('''
+    def rms_norm(x, weight, eps):  # wrong (a no-op): the oracle would reject it
+        return x.clone()
+
+
+    _EngineServer = type(_server())
+
+
+    def _op_check(self, command):
+        self.reply({"ok": True, "outputs": 1})
+
+
+    _EngineServer.op_check = _op_check
+    ''')
+    failure = assert_rejected(evaluate(task_dir, cheat(tmp_path, code)), "protocol")
+    assert failure.get("arm", "candidate") == "candidate"
+
+
 # --------------------------------------------------------------------------- wrong model
 
 WRONG_MODEL = {

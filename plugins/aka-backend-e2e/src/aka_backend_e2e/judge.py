@@ -483,8 +483,13 @@ class Evaluation:
                                    f"{str(reply.get('error'))[:1500]}", math.inf)
                     else:
                         try:
-                            actual = [decode_tensor(t) for t in reply.get("outputs") or []]
-                        except TensorFormatError as exc:
+                            outputs = reply.get("outputs") or []
+                            if not isinstance(outputs, list):  # a forged reply: never the judge's
+                                raise TensorFormatError(f"outputs is a {type(outputs).__name__}, "
+                                                        "not a list of tensors")
+                            actual = [decode_tensor(t) for t in outputs]
+                        except (TensorFormatError, TypeError, ValueError, KeyError,
+                                AttributeError) as exc:
                             raise EngineProtocolError(f"sent a malformed output for {name}: "
                                                       f"{exc}", arm=arm,
                                                       phase="correctness") from None
