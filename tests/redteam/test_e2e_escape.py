@@ -262,6 +262,23 @@ def test_a_forged_operator_check_reply_is_the_candidates_fault(task_dir: Path,
     assert failure.get("arm", "candidate") == "candidate"
 
 
+def test_a_forged_load_failure_is_the_candidates_not_a_setup_fault(task_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    # While its tree was imported, the candidate wrote the load reply itself, a failure with
+    # neither build error nor traceback: the judge took it for a fault of the settings or the
+    # weights (an infra_error, retried). The engine now says when the tree's code starts to run.
+    code = textwrap.dedent('''
+    def rms_norm(x, weight, eps):  # wrong (a no-op)
+        return x.clone()
+
+
+    _forge({"ok": False, "error": "cannot read the weights: Input/output error"})
+    ''')
+    failure = assert_rejected(evaluate(task_dir, cheat(tmp_path, code)), "crashed")
+    assert failure.get("arm", "candidate") == "candidate"
+    assert "once its kernel tree was imported" in failure["message"]
+
+
 # --------------------------------------------------------------------------- wrong model
 
 WRONG_MODEL = {

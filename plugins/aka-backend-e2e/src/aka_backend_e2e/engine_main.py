@@ -10,6 +10,7 @@ while the process has one thread and before PyTorch or the kernel tree is import
     -> {"op":"load","model":"tiny","weights":"/w.safetensors","weights_digest":"sha256:..",
         "kernels":"/task/kernels","slots":8,"max_len":256,"device":"cuda","graph":true,
         "dtype":"bfloat16"}       (optional: dtype bfloat16|float32; cpu_threads, default 1)
+    <- {"event":"importing_kernels"}   (settings and weights read: the tree's code runs next)
     <- {"ok":true,"load_s":..,"kernel_digest":"sha256:..","entrypoints_called":[..],...}
     -> {"op":"check","kernel":"rms_norm","args":[<tensor>|number, ...],"kwargs":{}}
     <- {"ok":true,"outputs":[<tensor>, ...]}
@@ -46,6 +47,8 @@ MAX_COMMAND_BYTES = 256 * 2**20
 PR_SET_CHILD_SUBREAPER = 36
 MAX_REPLY_BYTES = 256 * 2**20
 WAIT_FOREVER_S = 24 * 3600.0
+IMPORTING = "importing_kernels"
+"""The line the engine sends, during "load", before the kernel tree's code first runs."""
 
 
 class _Stop(Exception):
@@ -201,6 +204,9 @@ class EngineServer:
         except (weights.WeightsError, AkaError, OSError, RuntimeError) as exc:
             self.reply({"ok": False, "error": str(exc)})
             return
+        # From here on the kernel tree's code runs (its import first): the judge takes every
+        # failure after this line as the arm's, whatever a line the tree forged says.
+        self.reply({"event": IMPORTING})
         try:
             kernels = kernels_api.load_tree(Path(settings["kernels"]))
         except BuildError as exc:

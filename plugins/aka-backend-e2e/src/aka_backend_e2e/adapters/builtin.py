@@ -7,8 +7,10 @@ each chunk of the engine's stdout arrives, and every line in it carries that tim
 sent by the judge at the case's rate. Every wait has a deadline; stopping (or any failure) kills
 the engine's whole process group.
 
-Before the engine answers "load" nothing of the kernel tree has run, so a failure before then
-is a setup fault (``EngineSetupError``); from "load" on it is the arm's (``EngineFailure``).
+Before the engine says, during "load", that the kernel tree's code starts to run
+(``engine_main.IMPORTING``), nothing of the tree has run, so a failure before then is a setup
+fault (``EngineSetupError``); from that line on it is the arm's (``EngineFailure``), whatever a
+line the tree may have forged says.
 """
 
 from __future__ import annotations
@@ -413,9 +415,16 @@ class BuiltinRun:
     def load(self, command: Mapping[str, Any], *, entrypoints: Sequence[str]) -> dict[str, Any]:
         """Load the model and the kernel tree; the engine's warm-up must have called every
         declared entrypoint."""
+        from aka_backend_e2e.engine_main import IMPORTING
+
         self.info["phase"] = "load"
+        started = time.monotonic()
         self.send(command, self.timeouts.load)
         _, reply = self.receive(self.timeouts.load, "load")
+        importing = reply.get("event") == IMPORTING
+        if importing:  # the tree's code runs from here: what fails now is the arm's
+            _, reply = self.receive(max(0.0, self.timeouts.load - (time.monotonic() - started)),
+                                    "load")
         if not reply.get("ok"):
             error = str(reply.get("error") or reply)[:4000]
             if reply.get("build_error"):
@@ -425,6 +434,9 @@ class BuiltinRun:
                                        phase="load", log=str(self.log_path))
             if "traceback" in reply:  # the warm-up generate ran the tree's kernels and failed
                 raise self._failure(EngineCrashed, f"failed its warm-up: {error}", phase="load")
+            if importing:  # a failure the tree's code could have written itself
+                raise self._failure(EngineCrashed, f"failed once its kernel tree was imported: "
+                                    f"{error}", phase="load")
             # Settings and weights are checked before the tree is imported: not the arm's doing.
             raise EngineSetupError(f"the {self.arm} engine could not load: {error}",
                                    arm=self.arm, phase="load")
