@@ -261,6 +261,13 @@ class EngineProcess:
         assert line, "the engine closed its stdout"
         return json.loads(line)
 
+    def load(self, message):
+        """Send a load whose settings and weights are good: the engine first says the tree's
+        code is about to run, then answers."""
+        self.send(message)
+        assert self.read() == {"event": "importing_kernels"}
+        return self.read()
+
     def until_idle(self):
         lines = []
         while True:
@@ -304,8 +311,7 @@ def test_engine_process_speaks_the_protocol(tmp_path, weights_file):
         bad["weights_digest"] = "sha256:" + "1" * 64
         engine_process.send(bad)
         assert "digest mismatch" in engine_process.read()["error"]
-        engine_process.send(_load(weights_file, tree))
-        loaded = engine_process.read()
+        loaded = engine_process.load(_load(weights_file, tree))
         assert loaded["ok"] is True, loaded
         assert loaded["entrypoints_called"] == sorted(kernels_api.ENTRYPOINTS)
         assert loaded["kernel_digest"] == kernels_api.tree_digest(tree)
@@ -358,8 +364,7 @@ def test_engine_process_reports_a_broken_tree_and_a_missing_confine(tmp_path, we
         engine_process.send({"op": "confine", "sandbox": {"read": [], "write": []},
                              "confine": False})
         engine_process.read()
-        engine_process.send(_load(weights_file, tree))
-        reply = engine_process.read()
+        reply = engine_process.load(_load(weights_file, tree))
         assert reply["build_error"] is True and reply["file"] == "activation.py"
         assert "silu_and_mul" in reply["error"]
     finally:
@@ -405,8 +410,7 @@ def test_engine_process_waits_for_a_promised_request(tmp_path, weights_file, tin
         engine_process.send({"op": "confine", "sandbox": {"read": [], "write": []},
                              "confine": False})
         engine_process.read()
-        engine_process.send(_load(weights_file))
-        assert engine_process.read()["ok"] is True
+        assert engine_process.load(_load(weights_file))["ok"] is True
         engine_process.send({**command(requests[:1], 0), "expect": {"more": -1, "window": 2}})
         assert "integers >= 0" in engine_process.read()["error"]  # and nothing queued
         engine_process.send(command(requests[:2], len(requests) - 2))
@@ -436,8 +440,7 @@ def test_a_wave_that_frees_every_slot_is_not_the_end_of_a_promised_run(tmp_path,
         engine_process.send({"op": "confine", "sandbox": {"read": [], "write": []},
                              "confine": False})
         engine_process.read()
-        engine_process.send(_load(weights_file))
-        assert engine_process.read()["ok"] is True
+        assert engine_process.load(_load(weights_file))["ok"] is True
         engine_process.send({"op": "generate", "requests": requests[:2],
                              "expect": {"more": 2, "window": 2}})
         lines, sent = [], 2
