@@ -160,9 +160,13 @@ class RequestStore:
     def expire(self) -> list[str]:
         """Queued requests whose deadline passed, now ``expired``: their ids."""
         now = time.time()
+        overdue = ("SELECT id FROM requests WHERE state = 'queued' AND deadline IS NOT NULL "
+                   "AND deadline < ?")
+        with self._lock:  # a read first: no write transaction twice a second for nothing
+            if self._db.execute(overdue, (now,)).fetchone() is None:
+                return []
         with self._tx() as db:
-            rows = db.execute("SELECT id FROM requests WHERE state = 'queued' AND deadline IS NOT "
-                              "NULL AND deadline < ?", (now,)).fetchall()
+            rows = db.execute(overdue, (now,)).fetchall()
             db.executemany("UPDATE requests SET state = 'expired', finished = ?, result = ? "
                            "WHERE id = ? AND state = 'queued'",
                            [(now, json.dumps(_expired()), row["id"]) for row in rows])
