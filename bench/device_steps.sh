@@ -134,7 +134,7 @@
 #           python3 -m pip wheel -q --no-deps -w .whl-old /tmp/old-aka /tmp/old-aka/plugins/aka-*/
 #           mkdir -p .old-tree && cp -r /tmp/old-aka/tasks /tmp/old-aka/tests .old-tree/
 set -uo pipefail
-step="${1:?step 1 to 73}"
+step="${1:?step 1 to 74}"
 AA_END_S="${AA_END_S:-480}"
 # The 16 GPU tasks with stored solutions the service is measured on (issue 13), and the smoke
 # shapes of issue 12's 2x-work probes.
@@ -1054,5 +1054,20 @@ PY
       --single-gap 6 --deadline-s "${SERVICE_DEADLINE_S:-150}" --tasks $SERVICE_TASKS 2>&1 \
       | grep -v "^ERROR\|^Traceback\|^  File\|^    " | sed -n 1,60p
     ;;
-  *) echo "step 1 to 73" >&2; exit 2 ;;
+  74)
+    # Nothing a runner starts leaves its process group (setsid and setpgid do nothing), on a
+    # GPU (about three minutes): the filter's tests on this kernel, stored solutions of each
+    # kind judged under it (CUDA builds whose tools start sessions of their own), then the
+    # exploits that leave processes behind, the hopper among them.
+    timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/evaluation/test_seccomp.py \
+      2>&1 | tail -4
+    python3 bench/gpu_bench.py --out "$out/replay" --sections replay --deadline-s 90 \
+      --tasks triton2triton/gelu cuda2cuda/transpose torch2cuda/layer_norm \
+      torch2triton/gemm_bias_gelu torch2triton/attention_decode_gqa torch2cuda/softmax_rows \
+      2>&1 | tail -14
+    python3 bench/gpu_bench.py --out "$out/redteam" --sections redteam --deadline-s 90 \
+      --exploits hop_past_the_kill leave_processes daemon_survives gpu_hog_daemon \
+      spawn_a_thousand_processes kill_itself 2>&1 | grep --line-buffered "redteam\|INCOMPLETE"
+    ;;
+  *) echo "step 1 to 74" >&2; exit 2 ;;
 esac

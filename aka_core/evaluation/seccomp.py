@@ -29,6 +29,11 @@ this one's numbers, are refused too. So are keyrings, spliced pages and namespac
 read, a spliced page of a huge page holds all of it in a pipe, and a user namespace is where a
 runner makes thousands of network namespaces, kernel memory in no process's size. ``clone3``,
 whose flags a filter cannot read, is answered ``ENOSYS`` (the C library falls back to ``clone``).
+A runner, and everything it starts, stays in the process group the judge started it in:
+``setsid`` and ``setpgid`` are answered 0 and change nothing (``GROUPS``). A process that leaves
+its group (a daemon in a session of its own) can be killed only by pid, pass after pass, which
+one that forks a successor and exits every few microseconds outruns; a whole group is killed at
+once (the kernel stops a fork in a group it is signalling), and none can leave it.
 A thread of the runner's own named by its thread id is refused as well (a filter cannot tell it
 from another process): thread pools bind their threads so only when asked (``OMP_PROC_BIND``,
 ``OMP_PLACES``), which the runners' environment leaves out.
@@ -50,6 +55,7 @@ _RET = 0x06  # BPF_RET | BPF_K
 _ALLOW = 0x7FFF0000
 _REFUSE = 0x00050000 | errno.EPERM
 _NO_SUCH_CALL = 0x00050000 | errno.ENOSYS
+_PRETEND = 0x00050000  # SECCOMP_RET_ERRNO with 0: the call returns 0 and does nothing
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _X32_BIT = 0x40000000
@@ -101,6 +107,13 @@ KERNEL_OBJECTS = {
 keyring (a note a later evaluation of the same user reads back, up to the user's quota), pages
 spliced into a pipe (one 4 KiB page of a transparent huge page holds its whole 2 MiB: 3 GiB
 behind six descriptors), another process's namespaces. Nothing a runner loads uses them."""
+GROUPS = {"x86_64": (109, 112), "aarch64": (154, 157)}  # setpgid, setsid
+"""Calls that move a process to another process group or session: answered 0, doing nothing,
+so that what a runner starts stays in the runner's group and dies with it (``os.killpg``: the
+kernel signals a group whole and cancels a fork in it that the signal overtakes; by pid, a
+process that hops from pid to pid outruns every pass: ``hop_past_the_kill``). Pretended rather
+than refused: tools put their children in groups of their own (``start_new_session``, ninja's
+``POSIX_SPAWN_SETPGROUP``) and would fail on an error; they lose only their own job control."""
 NAMESPACES = 0x7E020000
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: a runner makes no namespace
 (each network namespace is ~190 KiB of kernel memory in no process's size, and a user namespace
@@ -155,6 +168,8 @@ def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int,
                *(() if sockets else CONNECTIONS[machine].values())]
     for number in refused:
         op(_JEQ, number, "refuse", 0)
+    for number in GROUPS[machine]:
+        op(_JEQ, number, "pretend", 0)
     clones = CLONES[machine]
     op(_JEQ, clones["clone"], "clone", 0)
     op(_JEQ, clones["unshare"], "unshare", 0)
@@ -173,6 +188,8 @@ def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int,
     op(_JEQ, 0, "allow", "refuse")
     label("no_such_call")
     op(_RET, _NO_SUCH_CALL)
+    label("pretend")
+    op(_RET, _PRETEND)
     if not sockets:
         # socket(family, type, protocol): a Unix stream or sequenced-packet socket only.
         label("socket")
@@ -245,4 +262,5 @@ def install(own_pid: int | None = None, sockets: bool = True) -> str | None:
     return ("seccomp: other processes' resource limits, priorities and scheduling refused; "
             "System V IPC, io_uring, secret memory and message queues refused; "
             + ("" if sockets else "connections, socket pairs and sockets but Unix streams refused; ")
-            + "other architectures' syscalls refused")
+            + "other architectures' syscalls refused; "
+            "no leaving its process group (setsid, setpgid do nothing)")

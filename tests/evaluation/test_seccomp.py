@@ -173,6 +173,29 @@ CHILD = textwrap.dedent("""
             raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
     attempt("clone3", clone3)
     attempt("subprocess", lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
+    # Leaving the process group: a forked child's setsid, then setpgid, and a subprocess
+    # started in a session of its own; each says whether it is still in this group.
+    group = os.getpgid(0)
+    def moved(call):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                call()
+                os.write(write, b"left" if os.getpgid(0) != group else b"stayed")
+            except OSError as exc:
+                os.write(write, exc.strerror.encode())
+            os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        with os.fdopen(read, "rb") as reader:
+            return reader.read().decode()
+    tried["setsid"] = moved(os.setsid)
+    tried["setpgid"] = moved(lambda: os.setpgid(0, 0))
+    session = subprocess.run([sys.executable, "-c", "import os; print(os.getpgid(0))"],
+                             start_new_session=True, capture_output=True, text=True)
+    tried["new_session"] = ("left" if int(session.stdout) != group else "stayed"
+                            ) if session.returncode == 0 else session.stderr[-200:]
     helper.stdin.close()  # it ends (Landlock scopes signals: it cannot be killed from here)
     print(json.dumps({"record": record, "tried": tried}))
 """)
@@ -237,6 +260,8 @@ def test_without_the_filter_a_confined_process_reaches_other_processes(tmp_path:
                  "unix_datagram_socket", "listen", "connect_own_listener", "inet_socket",
                  "vmsplice", "splice", "subprocess", "files_unshared"):
         assert report["tried"][name] == "done", (name, report)
+    for name in ("setsid", "setpgid", "new_session"):
+        assert report["tried"][name] == "left", (name, report["tried"][name])
     assert report["tried"]["clone3"] != "Function not implemented"  # EFAULT: no arguments
     # Each where the host itself allows it (a container's profile may refuse io_uring already,
     # a kernel may be built without secret memory); Landlock already refuses a message queue
@@ -269,6 +294,10 @@ def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path
                  "own_limit", "own_limit_by_pid", "own_priority", "own_priority_by_pid",
                  "own_affinity", "own_affinity_by_pid", "own_scheduler", "threads"):
         assert tried[name] == "done", (name, tried)
+    # Nothing it starts leaves its process group, which the judge kills whole: setsid and
+    # setpgid do nothing, and say they did (tools that start sessions of their own go on).
+    for name in ("setsid", "setpgid", "new_session"):
+        assert tried[name] == "stayed", (name, tried[name])
     assert {r: resource.getrlimit(r) for r in limits} == limits
     assert os.getpriority(os.PRIO_PROCESS, 0) == nice
 
