@@ -253,6 +253,11 @@ class RunnerProcess:
             return SideFailure(kind, f"the {self.side} was stopped: "
                                f"{self.over_limit}", side=self.side, cause=self.over_cause,
                                log_tail=tail(self.log_path))
+        # Its group first, while the runner is not yet collected (its pid, the group's number,
+        # cannot be another's): what it started stays in the group (the seccomp filter keeps it
+        # there), and a runner that exits on its own would leave it to kills by pid, which a
+        # process that hops from pid to pid outruns.
+        self._kill_group()
         code = self.proc.poll()
         if code is None:
             try:
@@ -300,15 +305,23 @@ class RunnerProcess:
             os.killpg(self.proc.pid, sig)
         return signal_tree(self.proc.pid, sig)
 
+    def _kill_group(self) -> None:
+        """SIGKILL the runner's process group, which holds everything it started, whole: sent
+        even when the runner is gone, for what it left there."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
     def kill_soon(self) -> None:
         """SIGKILL the runner and everything it started, without waiting (``kill`` waits): two
         runners' exits, their GPU contexts torn down, then overlap."""
+        self._kill_group()
         if not self.dead:
             self._signal_tree(signal.SIGKILL)
 
     def kill(self) -> None:
         """Kill the runner and everything it started; wait until it is gone (its GPU context
         with it)."""
+        self._kill_group()
         if self.proc.poll() is None or not self.dead:
             self._signal_tree(signal.SIGKILL)
             try:
