@@ -528,7 +528,7 @@ class Judge:
 
     def _build_failed(self, side: str, reply: Mapping[str, Any]) -> None:
         message = str(reply.get("message", ""))[:6000]
-        where = {"file": reply.get("file"), "line": reply.get("line"), "side": side}
+        where = {**protocol.source_place(reply.get("file"), reply.get("line")), "side": side}
         # A host that cannot build this backend's code at all (no compiler, no headers) judges
         # nobody: asked of the backend here, in the judge, never taken from a runner's words.
         unable = self.host_cannot_build()
@@ -746,7 +746,7 @@ class Judge:
                 continue
             reply = self._request(side, "prepare", "compile",
                                   inputs=protocol.encode_inputs_cpu(inputs))
-            if reply.get("facts"):
+            if protocol.side_facts(reply.get("facts")):
                 facts[side] = reply["facts"]
         self.result["compile"] = {"passed": True}
         record = compile_only_record(self.req, built=True, sides=facts)
@@ -780,7 +780,7 @@ class Judge:
                                                      FailureKind.PROTOCOL):
                     exc.details["stage"] = "first_call"  # it built; its first call failed
                 raise
-            if reply.get("facts"):
+            if protocol.side_facts(reply.get("facts")):
                 facts[side] = reply["facts"]
         step("prepare")
         self.result["compile"] = {"passed": True, "seconds": round(time.monotonic() - started, 4)}
@@ -1101,8 +1101,8 @@ class SideIO:
             try:
                 return [name for name, item in after.items() if name in inputs
                         and not checking.same_bytes(protocol.decode_cpu(item), inputs[name])]
-            except protocol.ProtocolError:
-                return list(after)
+            except protocol.ProtocolError:  # the input names only, not the side's keys
+                return [name for name in inputs if name in after]
         return [name for name, view in self.views.items()
                 if not checking.same_bytes(view, inputs[name])]
 

@@ -77,6 +77,35 @@ class LineReader:
             self.buffer += chunk
 
 
+MAX_FILE_CHARS = 512
+MAX_LINE = 10**9
+MAX_FACTS_BYTES = 16 * 1024
+
+
+def source_place(file: Any, line: Any) -> dict[str, Any]:
+    """Where a side says its failure is (``file``, ``line``), as a record holds it: a string of at
+    most ``MAX_FILE_CHARS``, an int from 0 to ``MAX_LINE`` (a bool is none); anything else None.
+    Both come from the side's reply: a ``line`` of "7a" or infinity once made its compile
+    failure a malformed record, an ``infra_error`` retried for it, and a 200 MB ``file`` was
+    copied into the record whole."""
+    return {"file": file[:MAX_FILE_CHARS] if isinstance(file, str) else None,
+            "line": line if type(line) is int and 0 <= line <= MAX_LINE else None}
+
+
+def side_facts(value: Any) -> dict[str, Any] | None:
+    """What a side's reply says it built (``facts``), as a record holds it: a mapping of string
+    keys whose JSON (no NaN) is at most ``MAX_FACTS_BYTES``; anything else None (a list or a
+    string once made any later verdict a malformed record, retried as an ``infra_error``)."""
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        return None
+    try:
+        if len(json.dumps(value, allow_nan=False)) > MAX_FACTS_BYTES:
+            return None
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return value
+
+
 def send(fd: int, message: Mapping[str, Any]) -> None:
     data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
     view = memoryview(data)

@@ -178,7 +178,7 @@ class RunnerProcess:
             raise SideFailure(RAISED, error, side=self.side,
                               traceback=str(reply.get("traceback", ""))[-3000:],
                               build_error=bool(reply.get("build_error")),
-                              file=reply.get("file"), line=reply.get("line"))
+                              **protocol.source_place(reply.get("file"), reply.get("line")))
         return reply
 
     def receive_fd(self, tag: str, timeout: float = 30.0) -> int:

@@ -527,7 +527,8 @@ def evaluate(host: PluginHost, task: Task, workspace: Path | None, baseline: Pat
                                 protected=options.protected, confinement=options.confinement)
     try:
         return as_record(data)
-    except (cattrs.BaseValidationError, TypeError, ValueError) as exc:
+    except (cattrs.BaseValidationError, TypeError, ValueError, ArithmeticError,
+            RecursionError) as exc:
         details = ("; ".join(cattrs.transform_error(exc, path="record"))
                    if isinstance(exc, cattrs.BaseValidationError) else str(exc))
         log.error("the judge's record is malformed", error=details)

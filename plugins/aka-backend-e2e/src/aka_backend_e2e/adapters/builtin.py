@@ -50,6 +50,7 @@ from aka_backend_e2e.adapters.base import (
     RunResult,
     SettingChanged,
 )
+from aka_core.plugin import protocol
 
 ENGINE_MODULE = "aka_backend_e2e.engine_main"
 # ``-I`` ignores PYTHONPATH: the engine gets the judge's import path as the operator runners do
@@ -428,7 +429,8 @@ class BuiltinRun:
         if not reply.get("ok"):
             error = str(reply.get("error") or reply)[:4000]
             if reply.get("build_error"):
-                where = ":".join(str(x) for x in (reply.get("file"), reply.get("line")) if x)
+                place = protocol.source_place(reply.get("file"), reply.get("line"))
+                where = ":".join(str(x) for x in (place["file"], place["line"]) if x)
                 raise KernelLoadFailed(f"the kernel tree did not load: "
                                        f"{where + ': ' if where else ''}{error}", arm=self.arm,
                                        phase="load", log=str(self.log_path))
