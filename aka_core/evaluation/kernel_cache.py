@@ -20,6 +20,14 @@ files' sha256; an entry whose files differ from it is discarded (a cold cache). 
 files are kept (no links), an entry over ``ENTRY_LIMIT_BYTES`` is not kept, and the store is
 trimmed, least recently used first, to ``STORE_LIMIT_BYTES``.
 
+Nothing that runs before the judge holds the GPU is kept: Triton's driver utilities
+(``DRIVER_UTILITIES``, a shared library its driver loads when the runner's trusted preload
+starts it, before the lock) are left out of every entry, and an entry that holds one is
+discarded. Kept, a candidate could have put a library of its own there and had it run, in its
+next evaluation, outside the lock (beside another evaluation's timing) and before anything of
+its side is judged (an exit there is the host's fault: ``infra_error``, retried). Each runner
+compiles them again instead (about a second, before the lock; a pre-started runner has them).
+
 Triton's cache names each compiled kernel's files in a group file (``__grp__<name>.json``) by
 absolute path, and counts a kernel whose group names a missing file as not compiled: a cache
 copied to another folder would recompile everything. The store therefore keeps those paths
@@ -57,6 +65,8 @@ INFO = "entry.json"
 TOOLS = ("torch", "triton", "aka-core")
 GROUP_ROOT = "aka-cache:"  # stands for the cache folder in a stored Triton group file
 GROUP_LIMIT_BYTES = 1 << 20
+DRIVER_UTILITIES = ("cuda_utils", "hip_utils")
+"""Names of the modules Triton's drivers compile into the cache and load when they start."""
 
 
 def store() -> Path | None:
@@ -155,11 +165,13 @@ def restore(cache_key: str | None, target: Path) -> dict[str, Any]:
         if not isinstance(digests, dict):
             raise OSError("no manifest")
         shutil.copytree(entry / "files", target, symlinks=True, dirs_exist_ok=True)
-        copied = _regular_files(target)
+        copied = _regular_files(target, utilities=True)
         found = {} if copied is None else {path.relative_to(target).as_posix(): digest(path)
                                            for path, _ in copied}
         if found != digests:
             raise OSError("its files differ from its manifest")
+        if any(Path(name).name.startswith(DRIVER_UTILITIES) for name in found):
+            raise OSError("it holds a driver's utilities (kept before they were left out)")
         for path, _ in copied or ():
             if _is_group(path):
                 path.write_bytes(_group_paths(path.read_bytes(), GROUP_ROOT, str(target)))
@@ -210,9 +222,10 @@ def _discard(entry: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def _regular_files(folder: Path) -> list[tuple[Path, int]] | None:
-    """Every regular file below ``folder`` with its size (links and special files are skipped),
-    or None when the folder holds more than an entry may keep."""
+def _regular_files(folder: Path, utilities: bool = False) -> list[tuple[Path, int]] | None:
+    """Every regular file below ``folder`` with its size (links, special files and, unless
+    ``utilities``, the drivers' utilities are skipped), or None when the folder holds more than
+    an entry may keep."""
     found: list[tuple[Path, int]] = []
     total = 0
     for dirpath, _, filenames in os.walk(folder):  # links to folders are not followed
@@ -222,7 +235,8 @@ def _regular_files(folder: Path) -> list[tuple[Path, int]] | None:
                 info = path.lstat()
             except OSError:
                 continue
-            if not stat.S_ISREG(info.st_mode):
+            if not stat.S_ISREG(info.st_mode) or (name.startswith(DRIVER_UTILITIES)
+                                                   and not utilities):
                 continue
             total += info.st_size
             found.append((path, info.st_size))

@@ -34,7 +34,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +128,10 @@ class Runner:
         preload = getattr(self.backend, "preload", None)
         if callable(preload):
             # A failure here is not the side's: its load imports the same and reports there.
-            with contextlib.suppress(Exception):
+            # What it compiles for itself (Triton's driver utilities, a library it loads at
+            # once) goes to a folder of its own: the side's cache is written by its builder,
+            # side code that runs before the lock, and a library it put there would run here.
+            with contextlib.suppress(Exception), _triton_cache(Path.cwd() / "preload"):
                 preload(self.device)
 
         if self.device == "cuda":
@@ -165,20 +168,12 @@ class Runner:
         backend's cache folder is read from the environment when used, not at import)."""
         if not backends or not cache:
             return
-        saved = {k: os.environ.get(k) for k in ("TRITON_CACHE_DIR",)}
-        os.environ["TRITON_CACHE_DIR"] = str(Path(str(cache)) / "triton")
-        try:
+        with _triton_cache(Path(str(cache))):
             for path in backends:
                 with contextlib.suppress(Exception):  # the request's own preload tries again
                     preload = getattr(_factory(str(path))(), "preload", None)
                     if callable(preload):
                         preload(device)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     def make_context(self) -> None:
         """This process's CUDA context and stream, made before the judge holds the GPU: nothing is
@@ -543,6 +538,21 @@ class _OpRecorder:
 
     def __exit__(self, *exc: Any) -> None:
         self.mode.__exit__(*exc)
+
+
+@contextlib.contextmanager
+def _triton_cache(folder: Path) -> Iterator[None]:
+    """Triton's cache in ``folder`` / triton while the block runs (it reads the variable when it
+    compiles, not at import), then the side's again."""
+    saved = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = saved
 
 
 BOOT = ("import json, os, sys\n"

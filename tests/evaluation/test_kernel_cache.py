@@ -234,3 +234,26 @@ def test_a_group_naming_paths_elsewhere_is_kept_as_it_is(store: Path, tmp_path: 
     back = json.loads((tmp_path / "back" / "triton" / "K" / "__grp__a.json").read_text())
     assert back["child_paths"]["a"] == "/etc/passwd"
     assert back["child_paths"]["b"] == f"{tmp_path}/run/../../x"  # climbs out: not moved
+
+
+def test_the_drivers_utilities_are_never_kept_nor_restored(store: Path, tmp_path: Path) -> None:
+    """Triton's driver loads its utilities (a shared library in the cache) when the runner's
+    trusted preload starts it, before the judge holds the GPU: one a candidate put there would
+    run, in its next evaluation, outside the lock and before its side is judged."""
+    so = "cuda_utils.cpython-312-x86_64-linux-gnu.so"
+    run = compiled(tmp_path / "run", {"triton/abc/k.cubin": b"ok", f"triton/def/{so}": b"\x7fELF",
+                                      "triton/ghi/hip_utils.so": b"\x7fELF"})
+    assert kernel_cache.save("k", run, {"used": False})["files"] == 1
+    restored = kernel_cache.restore("k", tmp_path / "back")
+    assert restored["used"] and restored["files"] == 1
+    assert [p.name for p in (tmp_path / "back").rglob("*") if p.is_file()] == ["k.cubin"]
+    # An entry kept before they were left out (manifest and all) is discarded, not restored.
+    entry = store / "k"
+    (entry / "files" / "triton" / "def").mkdir()
+    (entry / "files" / "triton" / "def" / so).write_bytes(b"\x7fELF")
+    info = json.loads((entry / kernel_cache.INFO).read_text())
+    info["digests"][f"triton/def/{so}"] = kernel_cache.digest(entry / "files" / "triton" / "def" / so)
+    (entry / kernel_cache.INFO).write_text(json.dumps(info))
+    again = kernel_cache.restore("k", tmp_path / "again")
+    assert again["used"] is False and "utilities" in again["reason"]
+    assert not any((tmp_path / "again").rglob(so)) and not entry.exists()

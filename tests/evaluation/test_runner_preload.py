@@ -96,16 +96,18 @@ def test_a_failing_preload_is_not_the_sides_failure(tmp_path: Path, importable: 
 
 def test_a_runner_started_ahead_preloads_outside_the_sides_cache(tmp_path: Path,
                                                                  importable: None) -> None:
-    ahead = tmp_path / "scratch" / "preload"
+    ahead = tmp_path / "scratch" / "ahead"
     runner = _start(tmp_path, "test_runner_preload:CacheMarking", warm=True,
                     preload=["test_runner_preload:CacheMarking", "no_such_module:Backend"],
                     preload_cache=str(ahead))
     try:
         assert runner.read(60, "start-up")["event"] == "ready"
-        # Ahead: into its own folder (a missing backend skipped); at "init": into the cache the
-        # environment names again, which the judge fills with the side's stored kernels.
+        # Ahead: into its own folder (a missing backend skipped); at "init" too, into the
+        # runner's "preload" folder: never into the side's cache, which the judge fills with
+        # the side's stored kernels and its builder (side code) writes into before the lock.
         assert (ahead / "triton" / "marks").read_text() == "cpu\n"
-        assert (tmp_path / "scratch" / "cache" / "triton" / "marks").read_text() == "cpu\n"
+        assert (tmp_path / "scratch" / "preload" / "triton" / "marks").read_text() == "cpu\n"
+        assert not (tmp_path / "scratch" / "cache" / "triton" / "marks").exists()
         runner.send(op="load")
         assert runner.read(60, "loading its code")["event"] == "loaded"
     finally:
