@@ -115,6 +115,8 @@ class WatchThread(Generic[Side]):
     def __init__(self, period: float):
         self.period = period
         self.sides: list[Side] = []
+        self.steps: list[Callable[[], object]] = []
+        """Called every step before ``check`` (``every_step``)."""
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -131,11 +133,18 @@ class WatchThread(Generic[Side]):
         with self._lock:
             return [side for side in self.sides if not done(side)]
 
+    def every_step(self, call: Callable[[], object]) -> None:
+        """Also call ``call`` every step, before the check (a failure skipped, as a check's)."""
+        self.steps.append(call)
+
     def check(self) -> None:
         raise NotImplementedError
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
+            for call in list(self.steps):
+                with contextlib.suppress(Exception):
+                    call()
             with contextlib.suppress(Exception):
                 self.check()
 
@@ -144,3 +153,20 @@ class WatchThread(Generic[Side]):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+class EveryStep(WatchThread[object]):
+    """A thread of steps alone (``every_step``), started at once: work a watch's own measures,
+    which may take seconds on a loaded host, must not hold up."""
+
+    thread_name = "aka-steps"
+
+    def __init__(self, period: float, *calls: Callable[[], object]):
+        super().__init__(period)
+        for call in calls:
+            self.every_step(call)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def check(self) -> None:
+        return None
