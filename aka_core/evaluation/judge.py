@@ -334,7 +334,8 @@ class Judge:
     def _strays(self, side: str) -> list[int]:
         """For the candidate, the processes that left its runner's and builder's trees and came
         back to the judge (a subreaper; runners start in sessions of their own, so what they
-        leave is in none of the judge's)."""
+        leave is in none of the judge's). Those that exited are collected on the way
+        (``_collected``), and not returned."""
         if side != "candidate":
             return []
         from aka_core.processes import children
@@ -749,8 +750,8 @@ class Judge:
                 continue
             reply = self._request(side, "prepare", "compile",
                                   inputs=protocol.encode_inputs_cpu(inputs))
-            if protocol.side_facts(reply.get("facts")):
-                facts[side] = reply["facts"]
+            if kept := protocol.side_facts(reply.get("facts")):
+                facts[side] = kept
         self.result["compile"] = {"passed": True}
         record = compile_only_record(self.req, built=True, sides=facts)
         self.result["compile_only"] = record
@@ -783,8 +784,8 @@ class Judge:
                                                      FailureKind.PROTOCOL):
                     exc.details["stage"] = "first_call"  # it built; its first call failed
                 raise
-            if protocol.side_facts(reply.get("facts")):
-                facts[side] = reply["facts"]
+            if kept := protocol.side_facts(reply.get("facts")):
+                facts[side] = kept
         step("prepare")
         self.result["compile"] = {"passed": True, "seconds": round(time.monotonic() - started, 4)}
         if facts:
