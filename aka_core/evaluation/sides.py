@@ -314,15 +314,17 @@ class RunnerProcess:
     def kill_soon(self) -> None:
         """SIGKILL the runner and everything it started, without waiting (``kill`` waits): two
         runners' exits, their GPU contexts torn down, then overlap."""
-        self._kill_group()
         if not self.dead:
-            self._signal_tree(signal.SIGKILL)
+            self._signal_tree(signal.SIGKILL)  # its group first, then its tree
+        else:
+            self._kill_group()  # the runner is gone; what it left in its group may not be
 
     def kill(self) -> None:
         """Kill the runner and everything it started; wait until it is gone (its GPU context
         with it)."""
-        self._kill_group()
-        if self.proc.poll() is None or not self.dead:
+        if self.proc.poll() is not None and self.dead:
+            self._kill_group()  # the runner is gone; what it left in its group may not be
+        else:
             self._signal_tree(signal.SIGKILL)
             try:
                 wait_exit(self.proc, 30)
