@@ -365,9 +365,12 @@ def apply(spec: SandboxSpec) -> dict[str, Any]:
     lib.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     import resource
 
-    # No core files, and no file (a log, a cache entry) larger than this: a flood kills the
-    # runner (SIGXFSZ) instead of filling the disk.
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # No core dumps, and no file (a log, a cache entry) larger than this: a flood kills the
+    # runner (SIGXFSZ) instead of filling the disk. A limit of 1, not 0: where the host's
+    # ``core_pattern`` pipes dumps to a helper (apport, systemd-coredump), the kernel ignores
+    # the limit but for this one value, and would start that helper, outside the runner's
+    # process group, at every crash a candidate provokes. The seccomp filter keeps it at 1.
+    resource.setrlimit(resource.RLIMIT_CORE, (1, 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
     record["max_file_bytes"] = MAX_FILE_BYTES
     # No real-time class and no priority above the one it started with, whatever the host's

@@ -34,6 +34,7 @@ A runner, and everything it starts, stays in the process group the judge started
 its group (a daemon in a session of its own) can be killed only by pid, pass after pass, which
 one that forks a successor and exits every few microseconds outruns; a whole group is killed at
 once (the kernel stops a fork in a group it is signalling), and none can leave it.
+Its core-dump limit stays 1 (``CORE_LIMIT``): changing it is answered 0 and does nothing.
 A thread of the runner's own named by its thread id is refused as well (a filter cannot tell it
 from another process): thread pools bind their threads so only when asked (``OMP_PROC_BIND``,
 ``OMP_PLACES``), which the runners' environment leaves out.
@@ -114,6 +115,15 @@ kernel signals a group whole and cancels a fork in it that the signal overtakes;
 process that hops from pid to pid outruns every pass: ``hop_past_the_kill``). Pretended rather
 than refused: tools put their children in groups of their own (``start_new_session``, ninja's
 ``POSIX_SPAWN_SETPGROUP``) and would fail on an error; they lose only their own job control."""
+SETRLIMIT = {"x86_64": 160, "aarch64": 164}
+RLIMIT_CORE = 4
+CORE_LIMIT = 1
+"""A runner's core-dump limit (``sandbox.apply``): 1, the one value at which the kernel skips a
+dump piped to the host's helper (``core_pattern`` starting with ``|``: apport,
+systemd-coredump), which would otherwise run outside the runner's process group, taking CPU
+and disk beside other evaluations at every crash. Lowering a limit needs no privilege, so
+``setrlimit`` and ``prlimit64`` of ``RLIMIT_CORE`` are answered 0 and do nothing (tools that turn
+their dumps off, ``ulimit -c 0``, go on: they get none)."""
 NAMESPACES = 0x7E020000
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: a runner makes no namespace
 (each network namespace is ~190 KiB of kernel memory in no process's size, and a user namespace
@@ -160,6 +170,7 @@ def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int,
     if machine == "x86_64":
         op(_JGE, _X32_BIT, "refuse", 0)
     op(_JEQ, nr["prlimit64"], "prlimit", 0)
+    op(_JEQ, SETRLIMIT[machine], "setrlimit", 0)
     op(_JEQ, nr["setpriority"], "setpriority", 0)
     op(_JEQ, nr["ioprio_set"], "ioprio", 0)
     for name in SCHEDULING:
@@ -188,8 +199,6 @@ def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int,
     op(_JEQ, 0, "allow", "refuse")
     label("no_such_call")
     op(_RET, _NO_SUCH_CALL)
-    label("pretend")
-    op(_RET, _PRETEND)
     if not sockets:
         # socket(family, type, protocol): a Unix stream or sequenced-packet socket only.
         label("socket")
@@ -205,15 +214,23 @@ def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int,
     op(_LD_ABS, _arg(0))
     op(_JEQ, 0, "allow", 0)
     op(_JEQ, own_pid, "allow", "refuse")
-    # prlimit64(pid, resource, new, old): itself, or only reading (new == NULL).
+    # setrlimit(resource, limits): any but the core-dump limit.
+    label("setrlimit")
+    op(_LD_ABS, _arg(0))
+    op(_JEQ, RLIMIT_CORE, "pretend", "allow")
+    # prlimit64(pid, resource, new, old): only reading (new == NULL), or itself, and never the
+    # core-dump limit.
     label("prlimit")
+    op(_LD_ABS, _arg(2))
+    op(_JEQ, 0, 0, "prlimit_write")
+    op(_LD_ABS, _arg(2, high=True))
+    op(_JEQ, 0, "allow", 0)
+    label("prlimit_write")
+    op(_LD_ABS, _arg(1))
+    op(_JEQ, RLIMIT_CORE, "pretend", 0)
     op(_LD_ABS, _arg(0))
     op(_JEQ, 0, "allow", 0)
-    op(_JEQ, own_pid, "allow", 0)
-    op(_LD_ABS, _arg(2))
-    op(_JEQ, 0, 0, "refuse")
-    op(_LD_ABS, _arg(2, high=True))
-    op(_JEQ, 0, "allow", "refuse")
+    op(_JEQ, own_pid, "allow", "refuse")
     # setpriority(which, who, prio) and ioprio_set(which, who, prio): one process, itself.
     label("setpriority")
     op(_LD_ABS, _arg(0))
@@ -225,6 +242,8 @@ def program(machine: str, own_pid: int, sockets: bool = True) -> list[tuple[int,
     op(_LD_ABS, _arg(1))
     op(_JEQ, 0, "allow", 0)
     op(_JEQ, own_pid, "allow", "refuse")
+    label("pretend")  # last but two: BPF jumps only forward
+    op(_RET, _PRETEND)
     label("allow")
     op(_RET, _ALLOW)
     label("refuse")
@@ -263,4 +282,5 @@ def install(own_pid: int | None = None, sockets: bool = True) -> str | None:
             "System V IPC, io_uring, secret memory and message queues refused; "
             + ("" if sockets else "connections, socket pairs and sockets but Unix streams refused; ")
             + "other architectures' syscalls refused; "
-            "no leaving its process group (setsid, setpgid do nothing)")
+            "no leaving its process group (setsid, setpgid do nothing); "
+            "its core-dump limit kept at 1 (no dump, none piped to the host's helper)")

@@ -82,7 +82,8 @@ CHILD = textwrap.dedent("""
     [w.join() for w in workers]
     tried["threads"] = "done" if len(threads) == 4 else "failed"
     attempt("own_limit", lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
-    attempt("own_limit_by_pid", lambda: resource.prlimit(os.getpid(), resource.RLIMIT_CORE, (0, 0)))
+    attempt("own_limit_by_pid", lambda: resource.prlimit(
+        os.getpid(), resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)))
     attempt("own_priority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))
     attempt("own_priority_by_pid", lambda: os.setpriority(os.PRIO_PROCESS, os.getpid(), 6))
     import ctypes
@@ -196,6 +197,36 @@ CHILD = textwrap.dedent("""
                              start_new_session=True, capture_output=True, text=True)
     tried["new_session"] = ("left" if int(session.stdout) != group else "stayed"
                             ) if session.returncode == 0 else session.stderr[-200:]
+    # Lowering the core-dump limit below 1, where a host's piped core_pattern would start its
+    # helper at a crash: each way in a child of its own, which says the limit it then has.
+    def core_limit_after(call):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                call()
+                os.write(write, "{} {}".format(*resource.getrlimit(resource.RLIMIT_CORE)).encode())
+            except OSError as exc:
+                os.write(write, exc.strerror.encode())
+            os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        with os.fdopen(read, "rb") as reader:
+            return reader.read().decode()
+    class Rlimit(ctypes.Structure):
+        _fields_ = [("soft", ctypes.c_ulong), ("hard", ctypes.c_ulong)]
+    def raw_setrlimit():  # the old call, which the C library no longer uses
+        if libc.syscall(ctypes.c_long(seccomp.SETRLIMIT[platform.machine()]),
+                        ctypes.c_int(resource.RLIMIT_CORE), ctypes.byref(Rlimit(0, 0))) < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    tried["core_limit"] = core_limit_after(lambda: None)
+    tried["core_setrlimit"] = core_limit_after(
+        lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+    tried["core_soft_only"] = core_limit_after(
+        lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 1)))
+    tried["core_prlimit_by_pid"] = core_limit_after(
+        lambda: resource.prlimit(os.getpid(), resource.RLIMIT_CORE, (0, 0)))
+    tried["core_raw_setrlimit"] = core_limit_after(raw_setrlimit)
     helper.stdin.close()  # it ends (Landlock scopes signals: it cannot be killed from here)
     print(json.dumps({"record": record, "tried": tried}))
 """)
@@ -262,6 +293,10 @@ def test_without_the_filter_a_confined_process_reaches_other_processes(tmp_path:
         assert report["tried"][name] == "done", (name, report)
     for name in ("setsid", "setpgid", "new_session"):
         assert report["tried"][name] == "left", (name, report["tried"][name])
+    assert report["tried"]["core_limit"] == "1 1"
+    for name in ("core_setrlimit", "core_prlimit_by_pid", "core_raw_setrlimit"):
+        assert report["tried"][name] == "0 0", (name, report["tried"][name])
+    assert report["tried"]["core_soft_only"] == "0 1"
     assert report["tried"]["clone3"] != "Function not implemented"  # EFAULT: no arguments
     # Each where the host itself allows it (a container's profile may refuse io_uring already,
     # a kernel may be built without secret memory); Landlock already refuses a message queue
@@ -298,6 +333,11 @@ def test_a_confined_process_cannot_touch_its_parents_limits_or_priority(tmp_path
     # setpgid do nothing, and say they did (tools that start sessions of their own go on).
     for name in ("setsid", "setpgid", "new_session"):
         assert tried[name] == "stayed", (name, tried[name])
+    # The core-dump limit stays 1 (no dump, none piped to the host's helper), whichever call
+    # asks to lower it, and the call says it succeeded.
+    for name in ("core_limit", "core_setrlimit", "core_soft_only", "core_prlimit_by_pid",
+                 "core_raw_setrlimit"):
+        assert tried[name] == "1 1", (name, tried[name])
     assert {r: resource.getrlimit(r) for r in limits} == limits
     assert os.getpriority(os.PRIO_PROCESS, 0) == nice
 
