@@ -343,9 +343,23 @@ class _FileCheck(ast.NodeVisitor):
         except (UnicodeDecodeError, ValueError) as exc:
             self._flag(None, f"cannot be read as UTF-8 Python source: {exc}")
             return
-        self._bind(tree)
-        self.visit(tree)
+        except RecursionError:
+            self._too_deep()
+            return
+        try:
+            self._bind(tree)
+            self.visit(tree)
+        except RecursionError:
+            # The visit recurses once per level of the tree, two or three frames each: a sum of
+            # 600 terms, which Python compiles and runs, took the judge past its recursion limit,
+            # and its failure was the evaluator's (an infra_error, retried in place of the
+            # candidate's zero). What this check cannot read is the candidate's violation.
+            self._too_deep()
         self.violations.sort(key=lambda v: v.line or 0)
+
+    def _too_deep(self) -> None:
+        self._flag(None, "an expression or statement nested deeper than this check reads (a "
+                         "sum of hundreds of terms, say): split it into smaller ones")
 
     def _flag(self, line: int | None, message: str) -> None:
         self.violations.append(Violation(file=self.rel, line=line, message=message))

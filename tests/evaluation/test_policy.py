@@ -115,6 +115,23 @@ def test_a_relative_import_may_not_leave_the_candidate_folder(tmp_path: Path) ->
     assert where(violations) == [("kernel.py", 1)]
 
 
+@pytest.mark.parametrize("where_nested", ["kernel.py", "helper.py"])
+def test_source_nested_past_the_checks_reach_is_a_violation_not_a_judge_failure(
+        tmp_path: Path, where_nested: str) -> None:
+    """A sum of 600 terms compiles, but the check's visit recursed past Python's limit: a
+    RecursionError in the judge, an infra_error retried in place of the candidate's zero (red
+    team: nest_past_the_rules_check). Deeper still, the parse itself raises it (a helper the
+    candidate's module imports only when called is read all the same)."""
+    deep = "x = " + " + ".join(["1"] * 600) + "\n"
+    deeper = "x = " + " + ".join(["1"] * 20000) + "\n"
+    source = deep if where_nested == "kernel.py" else "def f():\n    from . import helper\n"
+    violations = check(tmp_path, source, {"helper.py": deeper} if where_nested == "helper.py"
+                       else None)
+
+    assert [v.file for v in violations] == [where_nested]
+    assert "nested deeper" in violations[0].message
+
+
 def test_a_module_shadowing_a_library_is_flagged(tmp_path: Path) -> None:
     violations = check(tmp_path, "import triton\n", {"triton.py": "import torch\n"})
 
