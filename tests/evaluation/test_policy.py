@@ -132,6 +132,27 @@ def test_source_nested_past_the_checks_reach_is_a_violation_not_a_judge_failure(
     assert "nested deeper" in violations[0].message
 
 
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_a_source_that_is_a_link_is_a_violation_never_read(tmp_path: Path, link: str) -> None:
+    """The judge reads the sources itself, unconfined: a helper that is a link (or lies in a
+    linked folder) named any file of the host, which the judge read (a blocking one,
+    ``/proc/kmsg``, held it until its phase ran out: an evaluator's fault)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "helper.py").write_text("import torch\ny = torch.tanh\n")
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    if link == "file":
+        (candidate / "helper.py").symlink_to(outside / "helper.py")
+        source, flagged = "def f():\n    from . import helper\n", "helper.py"
+    else:
+        (candidate / "pkg").symlink_to(outside)
+        source, flagged = "def f():\n    from .pkg import helper\n", "pkg/helper.py"
+    violations = check(candidate, source)
+
+    assert [(v.file, "a link" in v.message) for v in violations] == [(flagged, True)]
+
+
 def test_a_module_shadowing_a_library_is_flagged(tmp_path: Path) -> None:
     violations = check(tmp_path, "import triton\n", {"triton.py": "import torch\n"})
 
