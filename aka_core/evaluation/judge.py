@@ -1102,8 +1102,14 @@ class SideIO:
             after = reply.get("inputs_after")
             if not isinstance(after, dict):
                 return []
+            import torch
+
+            # Only the tensor inputs have bytes to compare: a runner that reported a number
+            # (``eps``) back as a tensor made ``same_bytes`` raise here, the judge's failure (an
+            # infra_error, retried in place of a wrong candidate's zero).
             try:
-                return [name for name, item in after.items() if name in inputs
+                return [name for name, item in after.items()
+                        if isinstance(inputs.get(name), torch.Tensor)
                         and not checking.same_bytes(protocol.decode_cpu(item), inputs[name])]
             except protocol.ProtocolError:  # the input names only, not the side's keys
                 return [name for name in inputs if name in after]

@@ -160,11 +160,29 @@ def check_sources(root: Path, files: Sequence[str]) -> list[Violation]:
         if path.suffix != ".py" or not path.is_file() or path.resolve() in seen:
             continue
         seen.add(path.resolve())
+        if not path.resolve().is_relative_to(root.resolve()) or _linked(root, path):
+            # The judge (not the confined runner) reads here: a source that is a link may name
+            # any file of the host, a blocking one (``/proc/kmsg``) holding the judge until its
+            # phase ran out, an evaluator's fault, and what it reads is not what the folder holds.
+            violations.append(Violation(file=path.relative_to(root).as_posix(), line=None,
+                                        message="a link, not a source file: ship the module's "
+                                                "source itself in the candidate's folder"))
+            continue
         check = _FileCheck(root, path)
         violations += check.violations
         queue += check.modules
         imported_compiled |= check.compiled
     return violations + [v for v in compiled_modules(root) if v.file not in imported_compiled]
+
+
+def _linked(root: Path, path: Path) -> bool:
+    """Whether ``path`` (below ``root``) or a folder on the way to it is a symbolic link."""
+    at = path
+    while at != root and at.is_relative_to(root):
+        if at.is_symlink():
+            return True
+        at = at.parent
+    return False
 
 
 def _compiled_stem(name: str) -> str | None:
@@ -343,9 +361,23 @@ class _FileCheck(ast.NodeVisitor):
         except (UnicodeDecodeError, ValueError) as exc:
             self._flag(None, f"cannot be read as UTF-8 Python source: {exc}")
             return
-        self._bind(tree)
-        self.visit(tree)
+        except RecursionError:
+            self._too_deep()
+            return
+        try:
+            self._bind(tree)
+            self.visit(tree)
+        except RecursionError:
+            # The visit recurses once per level of the tree, two or three frames each: a sum of
+            # 600 terms, which Python compiles and runs, took the judge past its recursion limit,
+            # and its failure was the evaluator's (an infra_error, retried in place of the
+            # candidate's zero). What this check cannot read is the candidate's violation.
+            self._too_deep()
         self.violations.sort(key=lambda v: v.line or 0)
+
+    def _too_deep(self) -> None:
+        self._flag(None, "an expression or statement nested deeper than this check reads (a "
+                         "sum of hundreds of terms, say): split it into smaller ones")
 
     def _flag(self, line: int | None, message: str) -> None:
         self.violations.append(Violation(file=self.rel, line=line, message=message))

@@ -176,11 +176,42 @@ def digest(task: str, files: dict[str, bytes], held_out_seed: Any) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
+def plain_json(value: Any) -> Any:
+    """``value`` as strict JSON can carry it: every string valid Unicode (a lone surrogate
+    becomes "?") and every float finite (NaN and infinities become None). A result holds what
+    a side wrote (its error's text, from JSON that may escape a lone surrogate) and figures the
+    judge computed on its outputs; Starlette encodes a response as UTF-8 with ``allow_nan``
+    off, so one such value made every read of the request a 500: a wrong candidate raising
+    ``ValueError("\\ud800")`` had its zero read by verl's reward function as no reward at all."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(value) else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {plain_json(k) if isinstance(k, str) else k: plain_json(v)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(v) for v in value]
+    return value
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def create_app(service: Service) -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse as StarletteJSONResponse
     from starlette.routing import Route
+
+    class JSONResponse(StarletteJSONResponse):
+        def render(self, content: Any) -> bytes:
+            return super().render(plain_json(content))
 
     def error(status: int, field: str | None, message: str, **headers: str) -> JSONResponse:
         return JSONResponse({"error": message, "field": field}, status_code=status,

@@ -115,6 +115,44 @@ def test_a_relative_import_may_not_leave_the_candidate_folder(tmp_path: Path) ->
     assert where(violations) == [("kernel.py", 1)]
 
 
+@pytest.mark.parametrize("where_nested", ["kernel.py", "helper.py"])
+def test_source_nested_past_the_checks_reach_is_a_violation_not_a_judge_failure(
+        tmp_path: Path, where_nested: str) -> None:
+    """A sum of 600 terms compiles, but the check's visit recursed past Python's limit: a
+    RecursionError in the judge, an infra_error retried in place of the candidate's zero (red
+    team: nest_past_the_rules_check). Deeper still, the parse itself raises it (a helper the
+    candidate's module imports only when called is read all the same)."""
+    deep = "x = " + " + ".join(["1"] * 600) + "\n"
+    deeper = "x = " + " + ".join(["1"] * 20000) + "\n"
+    source = deep if where_nested == "kernel.py" else "def f():\n    from . import helper\n"
+    violations = check(tmp_path, source, {"helper.py": deeper} if where_nested == "helper.py"
+                       else None)
+
+    assert [v.file for v in violations] == [where_nested]
+    assert "nested deeper" in violations[0].message
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_a_source_that_is_a_link_is_a_violation_never_read(tmp_path: Path, link: str) -> None:
+    """The judge reads the sources itself, unconfined: a helper that is a link (or lies in a
+    linked folder) named any file of the host, which the judge read (a blocking one,
+    ``/proc/kmsg``, held it until its phase ran out: an evaluator's fault)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "helper.py").write_text("import torch\ny = torch.tanh\n")
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    if link == "file":
+        (candidate / "helper.py").symlink_to(outside / "helper.py")
+        source, flagged = "def f():\n    from . import helper\n", "helper.py"
+    else:
+        (candidate / "pkg").symlink_to(outside)
+        source, flagged = "def f():\n    from .pkg import helper\n", "pkg/helper.py"
+    violations = check(candidate, source)
+
+    assert [(v.file, "a link" in v.message) for v in violations] == [(flagged, True)]
+
+
 def test_a_module_shadowing_a_library_is_flagged(tmp_path: Path) -> None:
     violations = check(tmp_path, "import triton\n", {"triton.py": "import torch\n"})
 

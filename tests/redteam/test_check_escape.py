@@ -86,3 +86,44 @@ def test_integers_past_float32s_digits_are_compared_exactly(
     if not passes:
         checks = result.evaluation.correctness.checks
         assert "elements outside atol=0.0" in checks[0].reason
+
+
+# A wrong candidate whose runner says, after each call, that an input which is a number (``BS``)
+# came back as a tensor. On a CPU the judge compares the inputs a runner reports with its own,
+# and a number has no bytes to compare: the judge raised, and the evaluation ended as an
+# infra_error, retried in place of the candidate's zero.
+FORGED_INPUTS_AFTER = """\
+import sys
+
+import torch
+
+_runner = sys.modules["aka_core.evaluation.runner"]
+_protocol = sys.modules["aka_core.evaluation.protocol"]
+_reply = _runner.Runner.reply
+
+
+def _forged(self, **message):
+    if isinstance(message.get("inputs_after"), dict):
+        message["inputs_after"]["BS"] = _protocol.encode_cpu(torch.zeros(4))
+    return _reply(self, **message)
+
+
+_runner.Runner.reply = _forged
+
+
+def slot_ids(block_table: torch.Tensor, BS: int, L: int) -> torch.Tensor:
+    return torch.zeros(block_table.shape[0], L, dtype=torch.int64)
+"""
+
+
+def test_a_number_reported_back_as_a_changed_tensor_input_is_no_judge_failure(
+        tmp_path: Path) -> None:
+    task = write_task(tmp_path / "tasks")
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    (candidate / "kernel.py").write_text(FORGED_INPUTS_AFTER)
+    result = api.evaluate_candidate(task, candidate, device="cpu", measure_performance=False)
+    failure = result.evaluation.failure
+    assert result.status == "completed", failure
+    assert failure is not None and failure.kind.value == "correctness", failure
+    assert result.pass_correctness is False and not result.candidate_accepted

@@ -211,3 +211,24 @@ def test_the_service_keeps_descriptors_for_its_evaluations() -> None:
     limit = connection_limit()
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert 64 <= limit <= max(64, soft // 2)
+
+
+@pytest.mark.slow
+def test_a_failure_whose_text_or_figures_json_cannot_carry_is_still_read(service: Any) -> None:
+    # A side writes its error's text itself, and JSON lets it escape a lone surrogate; the judge's
+    # figures on its outputs may be infinite. Starlette encodes a response as UTF-8 with NaN and
+    # infinities refused: such a result made every read of the request a 500, and verl's reward
+    # function raised RewardUnavailable for a wrong candidate instead of scoring its zero.
+    from aka_core.service import verl
+
+    files = candidate("fail", message="wrong \ud800 here", err="inf")
+    with ServiceClient(service.url) as client:
+        for record in (True, False):
+            result = client.evaluate(TASK, files, id=f"odd-text-{record}", record=record)
+            assert result["status"] == "candidate_failure" and result["reward"] == 0.0
+            assert result["failure"]["message"] == "wrong ? here"
+        record = client.get("odd-text-True")["result"]["record"]
+        assert record["evaluation"]["correctness"]["checks"][0]["max_abs_err"] is None, record
+    response = "```python\n" + files["kernel.py"] + "```"
+    scored = verl.compute_score("aka", response, TASK, {"aka_url": service.url})
+    assert scored["score"] == 0.0 and scored["status"] == "candidate_failure"

@@ -6,7 +6,8 @@ judge is replaced, by a function whose candidate file says what it should do::
 
     # {"sleep": 0.1, "outcome": "scored", "reward": 1.5}
 
-outcomes: scored, fail (a correctness failure), task (a task error), infra (always an evaluator
+outcomes: scored, fail (a correctness failure: ``message`` and ``err``, its worst error, as
+given), task (a task error), infra (always an evaluator
 fault), infra_once (a fault on the first attempt only), band (the interference check's retry,
 ``placement`` as given), crash (the process dies without a result), hang (sleeps until killed).
 """
@@ -69,7 +70,10 @@ FAKE_EVALUATOR = textwrap.dedent('''
         if outcome == "fail":
             return {"status": "completed", "score": 0.0, "pass_compilation": True,
                     "pass_correctness": False, "evaluation": {"failure": {
-                        "kind": "correctness", "message": "wrong on case c1", "case": "c1"}}}
+                        "kind": "correctness", "case": "c1",
+                        "message": spec.get("message", "wrong on case c1")},
+                        "correctness": {"checks": [{"case": "c1", "passed": False,
+                                                    "max_abs_err": float(spec.get("err", 1))}]}}}
         if outcome == "task":
             return {"status": "completed", "score": 0.0, "evaluation": {"failure": {
                 "kind": "task_error", "message": "the baseline does not build"}}}
