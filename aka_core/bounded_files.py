@@ -6,7 +6,8 @@ folder it keys a cache by, a performance report a task's commands wrote). Readin
 ordinary way lets its author choose what happens: a link sends the reader elsewhere (a held-out
 draw, ``/dev/zero``), a FIFO blocks it forever, a device or a sparse file of terabytes fills its
 memory, and a file that changes between the ``stat`` that sized it and the read hands it more
-than it sized. Every such read goes through here, so the checks are made once and alike:
+than it sized. The core's bounded reads of such files share this module, so the checks are
+made once and alike:
 
 - ``os.open`` with ``O_NOFOLLOW`` (a final link is refused, ``ELOOP``), ``O_NONBLOCK`` (opening
   a FIFO returns at once) and ``O_CLOEXEC``;
