@@ -82,8 +82,8 @@ def open_regular(path: StrPath) -> Iterator[tuple[BinaryIO, os.stat_result]]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(path)
-        # A failing fdopen leaves a descriptor it was given open (a folder's, for one): it is
-        # closed here.
+        # Until the handle owns the descriptor, a refusal or a failure closes it here (a
+        # failing fdopen leaves open a descriptor it was given).
         handle = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
