@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from aka_core.bounded_files import read_at_most
 from aka_core.evaluation.failures import FailureKind
 from aka_core.models import Harness, Task
 from aka_core.tails import tail
@@ -133,15 +133,9 @@ REPORT_LIMIT_BYTES = 1 << 20
 def _read_report(path: Path) -> str:
     """A performance report the side's commands wrote: a regular file of at most
     ``REPORT_LIMIT_BYTES``, never read through a link or waited on (a FIFO would hang the judge,
-    a link to ``/dev/zero`` fill its memory); OSError or ValueError otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = handle.read(REPORT_LIMIT_BYTES + 1)
-    if len(data) > REPORT_LIMIT_BYTES:
-        raise ValueError(f"larger than {REPORT_LIMIT_BYTES >> 20} MiB")
-    return data.decode("utf-8")
+    a link to ``/dev/zero`` fill its memory); OSError or ValueError (``not a regular file``,
+    ``larger than 1 MiB``, not UTF-8) otherwise."""
+    return read_at_most(path, REPORT_LIMIT_BYTES).decode("utf-8")
 
 
 class _Runner:

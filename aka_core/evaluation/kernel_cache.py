@@ -53,6 +53,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from aka_core.bounded_files import read_exactly
 from aka_core.run.workspace import digest, walk
 
 ENV = "AKA_KERNEL_CACHE"
@@ -121,21 +122,9 @@ def _folder_digest(root: Path) -> str | None:
             if total > SIDE_LIMIT_BYTES:
                 return None
             h.update(b"F" + name + f"\0{info.st_size}\0".encode())
-            h.update(_read_exactly(path, info.st_size))
+            # Still a regular file of the size the walk saw, or no key (``folder_digest``).
+            h.update(read_exactly(path, info.st_size))
     return h.hexdigest()
-
-
-def _read_exactly(path: Path, size: int) -> bytes:
-    """The content of the regular file at ``path``, which must still be ``size`` bytes (never
-    read through a link, never beyond ``size``)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size != size:
-            raise OSError(f"{path} changed while it was hashed")
-        data = handle.read(size + 1)
-    if len(data) != size:
-        raise OSError(f"{path} changed while it was hashed")
-    return data
 
 
 def key(side: str, task_id: str, backend: str, backend_env: dict[str, str], root: Path

@@ -24,6 +24,7 @@ import stat
 import uuid
 from pathlib import Path
 
+from aka_core.bounded_files import RefusedFile, sha256_exactly
 from aka_core.models import TASK_FILE, IntegrityReport, Task
 
 IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
@@ -131,24 +132,12 @@ def digest(path: Path) -> str:
 
 def _content_sha256(path: Path, size: int) -> str | None:
     """sha256 of the regular file at ``path`` when it holds exactly ``size`` bytes (never read
-    through a link, never beyond ``size``), else None."""
+    through a link, never beyond ``size``), else None: the fingerprint then says ``unreadable``,
+    which no intact file's fingerprint is."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        return sha256_exactly(path, size)
+    except (OSError, RefusedFile):
         return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
-            return None
-        h = hashlib.sha256()
-        left = size
-        while left:
-            chunk = handle.read(min(1 << 20, left))
-            if not chunk:
-                return None
-            h.update(chunk)
-            left -= len(chunk)
-        return h.hexdigest() if not handle.read(1) else None
 
 
 def _fingerprint(path: Path, info: os.stat_result, budget: list[int]) -> str:

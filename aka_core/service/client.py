@@ -62,6 +62,9 @@ def files_of(folder: str | Path) -> dict[str, bytes]:
     FIFOs, sockets and devices are skipped unread."""
     import stat as stat_module
 
+    # Here, not at the top: a process that only sends files it was given imports no more.
+    from aka_core.bounded_files import FileTooLarge, NotRegularFile, read_at_most
+
     root = Path(folder)
     found: list[tuple[str, Path]] = []
     total = 0
@@ -90,15 +93,21 @@ def files_of(folder: str | Path) -> dict[str, bytes]:
                                      f"{FILES_OF_MAX_FILES} files (at {path}); a request holds "
                                      "no more: send the candidate's own files")
     files = {}
+    left = FILES_OF_MAX_BYTES
     for rel, path in sorted(found):
-        # Not following a link, not waiting on a FIFO: the entry may have changed since.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            if not stat_module.S_ISREG(os.fstat(fd).st_mode):
-                continue
-            files[rel] = handle.read(FILES_OF_MAX_BYTES + 1)
-    if sum(len(v) for v in files.values()) > FILES_OF_MAX_BYTES:
-        raise ValueError(f"{root}: its files grew past {FILES_OF_MAX_BYTES >> 20} MiB while read")
+        # The entry may have changed since it was listed: a link now is refused (OSError), and
+        # what is no longer a regular file is skipped unread, as it would have been when listed.
+        # Each file may take only what the others left, so growing files cost no more memory
+        # than the request may hold.
+        try:
+            data = read_at_most(path, left)
+        except NotRegularFile:
+            continue
+        except FileTooLarge:
+            raise ValueError(f"{root}: its files grew past {FILES_OF_MAX_BYTES >> 20} MiB while "
+                             "read") from None
+        files[rel] = data
+        left -= len(data)
     return files
 
 

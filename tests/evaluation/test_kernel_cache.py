@@ -103,6 +103,42 @@ def test_a_folder_that_cannot_be_read_has_no_key(tmp_path: Path) -> None:
         (a / "secret").chmod(0o600)
 
 
+@pytest.mark.parametrize("swap", ["grown", "link", "fifo_with_a_writer", "folder"])
+def test_a_file_swapped_after_the_walk_saw_it_has_no_key_and_no_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap: str) -> None:
+    # The walk sized the empty __init__.py; the candidate's processes may change it before it is
+    # read. A FIFO with a writer holding it open made the read return None: a TypeError (the
+    # judge's failure), not a cold cache.
+    a = side_folder(tmp_path / "a")
+    target, held = a / "__init__.py", []
+    target.write_bytes(b"")
+    real_walk = kernel_cache.walk
+
+    def walk_then_swap(root: Path, **kwargs: object) -> object:
+        tree = real_walk(root, **kwargs)
+        if swap == "grown":
+            target.write_text("def f(x):\n    return x + 1\n")
+            return tree
+        target.unlink()
+        if swap == "link":
+            target.symlink_to(tmp_path / "elsewhere.py")
+            (tmp_path / "elsewhere.py").write_text("def f(x):\n    return x\n")
+        elif swap == "folder":
+            target.mkdir()
+        else:
+            os.mkfifo(target)
+            held.append(os.open(target, os.O_RDONLY | os.O_NONBLOCK))
+            held.append(os.open(target, os.O_WRONLY))
+        return tree
+
+    monkeypatch.setattr(kernel_cache, "walk", walk_then_swap)
+    try:
+        assert kernel_cache.key("candidate", "t", "triton", {}, a) is None
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
 def test_a_folder_too_large_to_hash_has_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                ) -> None:
     folder = side_folder(tmp_path / "big")

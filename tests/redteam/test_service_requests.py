@@ -203,6 +203,49 @@ def test_files_of_reads_no_more_than_a_request_holds(tmp_path: Path) -> None:
     assert client_module.FILES_OF_MAX_BYTES == 16 * 2**20
 
 
+@pytest.mark.parametrize("change", ["grows", "fifo_with_a_writer", "folder", "link"])
+def test_files_of_reads_files_changed_after_it_listed_them_within_bounds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    # The agent's processes may go on after the listing sized its files: one that grows past
+    # what a request holds is refused, one that is no longer a regular file is skipped unread
+    # (a FIFO held open by a writer never answers a read), a link is never followed.
+    (tmp_path / "kernel.py").write_text("x = 1\n")
+    (tmp_path / "notes.txt").write_text("small\n")
+    notes, held = str(tmp_path / "notes.txt"), []
+    real_open = os.open
+
+    def change_then_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == notes and not held:
+            held.append(-1)
+            if change == "grows":
+                os.truncate(notes, 17 * 2**20)
+            else:
+                os.unlink(notes)
+                if change == "folder":
+                    os.mkdir(notes)
+                elif change == "link":
+                    os.symlink(tmp_path / "kernel.py", notes)
+                else:
+                    os.mkfifo(notes)
+                    held.append(real_open(notes, os.O_RDONLY | os.O_NONBLOCK))
+                    held.append(real_open(notes, os.O_WRONLY))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", change_then_open)
+    try:
+        if change == "grows":
+            with pytest.raises(ValueError, match="its files grew past 16 MiB while read"):
+                files_of(tmp_path)
+        elif change == "link":
+            with pytest.raises(OSError, match="symbolic links"):
+                files_of(tmp_path)
+        else:
+            assert files_of(tmp_path) == {"kernel.py": b"x = 1\n"}
+    finally:
+        for fd in held[1:]:
+            os.close(fd)
+
+
 def test_the_service_keeps_descriptors_for_its_evaluations() -> None:
     # Connections left open (requests never finished) once took every descriptor: each
     # evaluation then failed to start, and its retries were spent within a second.

@@ -155,6 +155,44 @@ def test_a_protected_file_replaced_by_a_fifo_or_a_folder_is_restored(task: Task,
         assert (workspace / name).read_bytes() == (task.root / name).read_bytes()
 
 
+@pytest.mark.parametrize("swap", ["folder", "fifo_with_a_writer", "link", "grown"])
+def test_a_file_swapped_after_the_walk_saw_it_is_a_changed_fingerprint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap: str) -> None:
+    # The agent's processes may outlive it: a file the walk listed as regular can be something
+    # else when it is hashed. A folder there raised IsADirectoryError out of the digests.
+    root = tmp_path / "workspace"
+    root.mkdir()
+    target, held = root / "kernel.py", []
+    target.write_text("x = 1\n")
+    intact = ws.digests(root)
+    real_walk = ws.walk
+
+    def walk_then_swap(folder: Path, **kwargs: object) -> ws.Tree:
+        tree = real_walk(folder, **kwargs)
+        if swap == "grown":
+            target.write_text("x = 1\ny = 2\n")
+            return tree
+        target.unlink()
+        if swap == "folder":
+            target.mkdir()
+        elif swap == "link":
+            (tmp_path / "other.py").write_text("x = 1\n")
+            target.symlink_to(tmp_path / "other.py")
+        else:
+            os.mkfifo(target)
+            held.append(os.open(target, os.O_RDONLY | os.O_NONBLOCK))
+            held.append(os.open(target, os.O_WRONLY))
+        return tree
+
+    monkeypatch.setattr(ws, "walk", walk_then_swap)
+    try:
+        found = in_time(lambda: ws.digests(root), 20)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert found == {"kernel.py": "6:unreadable"} != intact
+
+
 def test_an_editable_file_replaced_by_a_link_is_restored(task: Task, tmp_path: Path) -> None:
     workspace, before = prepared(task, tmp_path)
     (workspace / "kernel.py").unlink()
