@@ -25,7 +25,8 @@ What is stable, by group:
   ``innermost_location`` (backends whose candidates are Python), ``CliAgent`` / ``CliCommand`` /
   ``CliRun`` and their helpers (agents that drive a CLI), ``sandbox`` (confining a process),
   ``disk_watch`` and ``memory_watch`` (stopping a confined process that fills the disk, or
-  the host's memory or process ids), ``protocol`` (the judge's
+  the host's memory or process ids), ``bounded_files`` (reading a file a candidate or an agent
+  controls: regular, never through a link, never past a size), ``protocol`` (the judge's
   pipe to a runner), ``scoring`` (scorer gates), ``gpus``.
 - helpers: YAML/JSON reading and atomic writing, ``structure`` / ``unstructure`` (the one
   converter), schema validation, process-tree signalling, the judge's runner environment, run and
@@ -90,7 +91,7 @@ from aka_core.plugin.records import (
 )
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
-    from aka_core import gpus
+    from aka_core import bounded_files, gpus
     from aka_core.commands.smoke import Check, read_facts, runtime_checks
     from aka_core.convert import structure, unstructure
     from aka_core.evaluation import disk_watch, memory_watch, protocol, sandbox
@@ -135,6 +136,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "native": ("aka_core.kits.native", None),
     "sandbox": ("aka_core.evaluation.sandbox", None),
     "disk_watch": ("aka_core.evaluation.disk_watch", None),
+    "bounded_files": ("aka_core.bounded_files", None),
     "memory_watch": ("aka_core.evaluation.memory_watch", None),
     "scoring": ("aka_core.kits.scoring", None),
     "gpus": ("aka_core.gpus", None),
@@ -241,6 +243,7 @@ __all__ = [
     "Tolerance",
     "as_float",
     "as_int",
+    "bounded_files",
     "children",
     "common_agent_options_schema",
     "disk_watch",

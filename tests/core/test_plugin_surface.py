@@ -84,6 +84,7 @@ EXPECTED_PLUGIN_ALL = [
     "Tolerance",
     "as_float",
     "as_int",
+    "bounded_files",
     "children",
     "common_agent_options_schema",
     "disk_watch",

@@ -313,3 +313,33 @@ def test_a_toolchain_that_fails_a_known_good_kernel_too_is_the_evaluators_fault(
     assert "toolchain" in failure.message
     assert ev.e2e is not None and ev.e2e.toolchain_control is not None
     assert ev.e2e.toolchain_control.passed is False
+
+
+def test_a_candidate_file_swapped_after_its_listing_is_the_candidates_failure(tmp_path: Path
+                                                                              ) -> None:
+    # The judge lists the candidate's kernel tree, then copies each file of the size it saw. A
+    # file that grew, or became a FIFO held open by a writer of the candidate's, is the
+    # candidate's ``compile`` failure, never the judge's crash (an evaluator fault, retried).
+    from aka_backend_e2e.judge import JudgeFailure, _copy_regular
+
+    from aka_core.plugin import FailureKind
+
+    grown = tmp_path / "grown.py"
+    grown.write_text("x = 1\n")
+    size = grown.stat().st_size
+    grown.write_text("x = 1\ny = 2\n")
+    with pytest.raises(JudgeFailure) as failure:
+        _copy_regular(grown, tmp_path / "out" / "grown.py", size)
+    assert failure.value.kind is FailureKind.COMPILE and "grown.py" in str(failure.value)
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    writer = os.open(fifo, os.O_WRONLY)  # held open: a blocking read would wait on it
+    try:
+        with pytest.raises(JudgeFailure) as failure:
+            _copy_regular(fifo, tmp_path / "out" / "fifo.py", 0)
+        assert failure.value.kind is FailureKind.COMPILE
+    finally:
+        os.close(writer), os.close(reader)
+    _copy_regular(grown, tmp_path / "out" / "grown.py", grown.stat().st_size)
+    assert (tmp_path / "out" / "grown.py").read_text() == "x = 1\ny = 2\n"

@@ -64,7 +64,7 @@ from aka_backend_e2e.workload import (
     check_lock,
     load_workload,
 )
-from aka_core.plugin import ConfigError, FailureKind, JudgeRequest
+from aka_core.plugin import ConfigError, FailureKind, JudgeRequest, bounded_files
 
 if TYPE_CHECKING:
     import torch
@@ -146,15 +146,15 @@ def _listing(folder: Path, rel_dir: str, tree: str) -> list[os.DirEntry[str]]:
 
 
 def _copy_regular(src: Path, dst: Path, size: int) -> None:
-    """Copy the candidate's regular file ``src`` (never through a link, never past ``size``);
-    one it made unreadable is its own ``compile`` failure."""
+    """Copy the candidate's regular file ``src``, still of the ``size`` its listing saw (never
+    through a link, never a FIFO or a device, never more); one it made unreadable, or changed
+    since, is its own ``compile`` failure."""
     try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(size)
-    except OSError as exc:
+        data = bounded_files.read_exactly(src, size)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise JudgeFailure(FailureKind.COMPILE, "setup", f"the candidate's file {src} "
-                           f"cannot be read ({exc.strerror}): leave the kernel tree readable"
+                           f"cannot be read ({reason}): leave the kernel tree readable"
                            ) from None
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_bytes(data)
