@@ -187,21 +187,21 @@ def _group_paths(data: bytes, old: str, new: str) -> bytes:
     then recompiles that kernel, which is slower but never wrong."""
     if len(data) > GROUP_LIMIT_BYTES:
         return data
-    try:
+    try:  # nested past the interpreter's depth (a candidate's file): left as it is too
         group = json.loads(data)
-    except ValueError:
+        children = group.get("child_paths") if isinstance(group, dict) else None
+        if not isinstance(children, dict):
+            return data
+        prefix = old.rstrip("/") + "/"
+        moved = {}
+        for name, path in children.items():
+            if (isinstance(path, str) and path.startswith(prefix)
+                    and ".." not in Path(path[len(prefix):]).parts):
+                path = new.rstrip("/") + "/" + path[len(prefix):]
+            moved[name] = path
+        return json.dumps({**group, "child_paths": moved}).encode()
+    except (ValueError, RecursionError):
         return data
-    children = group.get("child_paths") if isinstance(group, dict) else None
-    if not isinstance(children, dict):
-        return data
-    prefix = old.rstrip("/") + "/"
-    moved = {}
-    for name, path in children.items():
-        if (isinstance(path, str) and path.startswith(prefix)
-                and ".." not in Path(path[len(prefix):]).parts):
-            path = new.rstrip("/") + "/" + path[len(prefix):]
-        moved[name] = path
-    return json.dumps({**group, "child_paths": moved}).encode()
 
 
 def _discard(entry: Path) -> None:

@@ -293,3 +293,13 @@ def test_the_drivers_utilities_are_never_kept_nor_restored(store: Path, tmp_path
     again = kernel_cache.restore("k", tmp_path / "again")
     assert again["used"] is False and "utilities" in again["reason"]
     assert not any((tmp_path / "again").rglob(so)) and not entry.exists()
+
+
+def test_a_group_file_nested_past_the_interpreters_depth_is_left_as_it_is() -> None:
+    # A side's Triton cache is its own to write: a group file nested deeper than the parser
+    # goes must not end a later evaluation's restore in a RecursionError (an infra_error).
+    for nested in (b"[" * 200_000 + b"]" * 200_000,
+                   b'{"child_paths": {}, "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"):
+        assert kernel_cache._group_paths(nested, "/a", "/b") == nested
+    moved = kernel_cache._group_paths(b'{"child_paths": {"k": "/a/k.json"}}', "/a", "/b")
+    assert json.loads(moved) == {"child_paths": {"k": "/b/k.json"}}
