@@ -102,7 +102,10 @@ def _refused(exc: ServiceError) -> dict[str, Any]:
     path out of the folder, too many or too large, no editable file of the task: 413 or 422 on
     ``files``) the candidate failed, a zero like a response without code; anything else (an
     unknown task, an id in use) is no reward (``_score``'s rule), never a crash of the batch."""
-    if exc.status in (413, 422) and (exc.field or "").startswith("files"):
+    # A body over the service's limit (413 naming no field) is the response's files too: the
+    # rest of it is a task id and a request id.
+    if ((exc.status in (413, 422) and (exc.field or "").startswith("files"))
+            or (exc.status == 413 and not exc.field)):
         return {"score": 0.0, "status": "candidate_failure", "speedup": None, "accepted": False,
                 "failure_kind": "refused_files", "measured": False, "request_id": None}
     return _score({"status": "refused", "message": str(exc)})

@@ -158,6 +158,29 @@ def test_a_response_whose_files_are_refused_scores_zero_not_a_crash(service: Any
         ("candidate_failure", 0.0), ("candidate_failure", 0.0), ("scored", 2.0)]
     with pytest.raises(verl.RewardUnavailable):  # the task's fault is no zero
         verl.compute_score("aka", good, "no/such_task", {})
+    # Control characters take six bytes each in JSON: 12 MiB of them, within the files' limit,
+    # once made a body over the service's (a 413 naming no field) and no reward for a batch.
+    scripted = candidate("scored", reward=1.25)["kernel.py"]
+    escaped = "```python kernel.py\n" + scripted + "\x01" * (12 * 2**20) + "\n```"
+    scored = verl.compute_score("aka", escaped, TASK, {})
+    assert (scored["status"], scored["score"]) == ("scored", 1.25), scored
+
+
+def test_a_file_that_json_would_inflate_goes_as_base64_within_the_body_limit() -> None:
+    from aka_core.service.app import MAX_BODY_BYTES, MAX_BYTES
+
+    files = {"kernel.py": "\x01" * (MAX_BYTES - 1), "ok.py": "x = 'é'\n",
+             "bad.py": "\ud800"}
+    body = client_module.request_body(TASK, files, request_id="r", deadline_s=None,
+                                      priority=0, held_out_seed=None)
+    assert set(body["files"]) == {"ok.py", "bad.py"}  # plain text, and the service's to name
+    assert list(body["files_base64"]) == ["kernel.py"]
+    assert len(json.dumps(body)) < MAX_BODY_BYTES
+    from aka_core.service import verl
+    from aka_core.service.client import ServiceError
+
+    refused = verl._refused(ServiceError("the body is over 65 MiB", status=413))
+    assert (refused["score"], refused["failure_kind"]) == (0.0, "refused_files")
 
 
 @pytest.mark.slow
