@@ -10,6 +10,9 @@
     DELETE /v1/evaluations/{id}      cancel (a running evaluation is killed)
     GET    /v1/health, /v1/stats
 
+Every route but ``/v1/health`` asks for ``Authorization: Bearer <token>`` (401 without it:
+``access_token``).
+
 ``files`` maps paths relative to the candidate's folder to their text (``files_base64`` to
 base64 bytes); only the task's editable files are evaluated.
 """
@@ -31,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from aka_core.models import TASK_FILE
+from aka_core.service import access_token
 from aka_core.service.scheduler import Scheduler
 from aka_core.service.store import Conflict
 
@@ -56,8 +60,9 @@ class BadRequest(Exception):
 class Service:
     """What the routes share: the store, the scheduler, the tasks, the limits."""
 
-    def __init__(self, scheduler: Scheduler, tasks_root: Path, *, max_queue: int):
+    def __init__(self, scheduler: Scheduler, tasks_root: Path, *, max_queue: int, token: str):
         self.scheduler = scheduler
+        self.token = token
         self.store = scheduler.store
         self.tasks_root = tasks_root.resolve()
         self.max_queue = max_queue
@@ -217,6 +222,18 @@ def create_app(service: Service) -> Any:
         return JSONResponse({"error": message, "field": field}, status_code=status,
                             headers=headers or None)
 
+    def guarded(route: Any) -> Any:
+        """``route`` for holders of the service's token only (``access_token``): asked before a
+        body is read, so that no one without it costs the service more than the refusal."""
+        async def check(request: Request) -> JSONResponse:
+            if not access_token.allowed(request.headers.get(access_token.HEADER), service.token):
+                return error(401, "authorization", "this service needs its access token: send "
+                             "'Authorization: Bearer <token>' (aka's clients read it from "
+                             f"${access_token.ENV}, or from ~/.aka/service-tokens/<port> on the "
+                             "service's host)", **{"WWW-Authenticate": "Bearer"})
+            return await route(request)
+        return check
+
     async def submit(request: Request) -> JSONResponse:
         if service.scheduler.stopping:
             return error(503, None, "the service is stopping", **{"Retry-After": "5"})
@@ -337,9 +354,9 @@ def create_app(service: Service) -> Any:
                              "max_queue": service.max_queue})
 
     return Starlette(routes=[
-        Route("/v1/evaluations", submit, methods=["POST"]),
-        Route("/v1/evaluations/{id}", get, methods=["GET"]),
-        Route("/v1/evaluations/{id}", cancel, methods=["DELETE"]),
-        Route("/v1/health", health, methods=["GET"]),
-        Route("/v1/stats", stats, methods=["GET"]),
+        Route("/v1/evaluations", guarded(submit), methods=["POST"]),
+        Route("/v1/evaluations/{id}", guarded(get), methods=["GET"]),
+        Route("/v1/evaluations/{id}", guarded(cancel), methods=["DELETE"]),
+        Route("/v1/health", health, methods=["GET"]),  # a liveness probe needs no token
+        Route("/v1/stats", guarded(stats), methods=["GET"]),
     ])

@@ -9,8 +9,10 @@ Every request carries an id chosen here (or by the caller): a submission repeate
 answer or a restarted service is the same request. A full queue (429) or a stopping service
 (503) is waited out (``Retry-After``), and so is a service that does not answer yet, up to
 ``retries`` times; a request the service refuses raises ``ServiceError`` naming the field.
-``first_contact_s``: how long a client that has had no answer yet keeps trying (a command line
-asking a service that is not running should say so in seconds, not after every retry).
+The service's access token (``access_token``) is ``token``, else ``$AKA_SERVICE_TOKEN``, else the
+one a service on the URL's port of this host made. ``first_contact_s``: how long a client that
+has had no answer yet keeps trying (a command line asking a service that is not running should
+say so in seconds, not after every retry).
 
 The blocking client speaks HTTP through the standard library (``http.client``, a kept-alive
 connection per thread): `aka eval --service` and a trainer's loop may start a process per
@@ -31,6 +33,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
+
+from aka_core.service import access_token
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 LONG_POLL_SECONDS = 30.0
@@ -162,8 +166,13 @@ class _Reconnects:
     url: str
     retries: int
 
-    def _init_reconnects(self, url: str, retries: int, first_contact_s: float | None) -> None:
+    def _init_reconnects(self, url: str, retries: int, first_contact_s: float | None,
+                         token: str | None) -> None:
         self.url = url.rstrip("/")
+        try:
+            self.token = token or access_token.for_client(self.url)
+        except ValueError as exc:
+            raise ServiceError(str(exc)) from None
         self.retries = retries
         self.first_contact_s = first_contact_s
         self._answered = False
@@ -204,8 +213,8 @@ class _Answer:
 
 class ServiceClient(_Reconnects):
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10,
-                 first_contact_s: float | None = None):
-        self._init_reconnects(url, retries, first_contact_s)
+                 first_contact_s: float | None = None, token: str | None = None):
+        self._init_reconnects(url, retries, first_contact_s, token)
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ServiceError(f"{url!r} is not an http:// or https:// URL of a service: give the "
@@ -247,7 +256,7 @@ class ServiceClient(_Reconnects):
         connection the service closed while it sat idle (uvicorn keeps one 5 s) fails on its
         first use: that exchange is made again at once on a new one, not waited for like a
         service that does not answer (a request is the same request when sent twice: its id)."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", **access_token.header(self.token)}
         if body is not None:
             headers["Content-Type"] = "application/json"
         for fresh in (getattr(self._local, "conn", None) is None, True):
@@ -326,11 +335,11 @@ class ServiceClient(_Reconnects):
 
 class AsyncServiceClient(_Reconnects):
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 90.0, retries: int = 10,
-                 first_contact_s: float | None = None):
+                 first_contact_s: float | None = None, token: str | None = None):
         import httpx
 
-        self._init_reconnects(url, retries, first_contact_s)
-        self._http = httpx.AsyncClient(timeout=timeout)
+        self._init_reconnects(url, retries, first_contact_s, token)
+        self._http = httpx.AsyncClient(timeout=timeout, headers=access_token.header(self.token))
 
     async def aclose(self) -> None:
         await self._http.aclose()

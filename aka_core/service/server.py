@@ -20,6 +20,7 @@ import attrs
 
 from aka_core.errors import UsageError
 from aka_core.evaluation import holder_cpus
+from aka_core.service import access_token
 
 if TYPE_CHECKING:  # asyncio is imported where the service runs: a client's ``read_url`` needs none
     import asyncio
@@ -118,9 +119,14 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
                           evaluation_seconds=options.evaluation_seconds,
                           prestart=(prestart_protected(options.tasks_root, options.state)
                                     if prestart else None))
-    service = Service(scheduler, options.tasks_root, max_queue=options.max_queue)
     sock = bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
+    try:
+        token, token_source = access_token.for_service(port)
+    except (OSError, ValueError) as exc:
+        sock.close()
+        raise UsageError(f"the service's access token: {exc}") from None
+    service = Service(scheduler, options.tasks_root, max_queue=options.max_queue, token=token)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     config = uvicorn.Config(create_app(service), log_level="warning", access_log=False,
                             timeout_graceful_shutdown=5, lifespan="off",
@@ -136,7 +142,7 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
                         if cpu_plan is not None else None),
         "waiting_cpus": holder_cpus.format_list(cpu_plan.waiting) if cpu_plan else None}))
     print(f"aka serve: {url} ({len(slots)} slots: {', '.join(s.name for s in slots)}; "
-          f"queue {options.state / 'queue.db'})", flush=True)
+          f"queue {options.state / 'queue.db'}; access token in {token_source})", flush=True)
     if ready is not None:
         ready.set()
     try:

@@ -23,6 +23,7 @@ from aka_core.kits.agent_runtime import CliAgent, CliCommand
 from aka_core.models import AgentUsage
 from aka_core.plugin.records import AgentInvocation
 from aka_core.run.lifecycle import protected_paths
+from aka_core.service import access_token
 from aka_core.testing.fixtures import task_from_dir, write_task
 
 pytestmark = pytest.mark.skipif(
@@ -131,6 +132,8 @@ def run_layout(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
     home.mkdir()
     (home / ".netrc").write_text("machine api password hunter2\n")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv(access_token.ENV, raising=False)
+    access_token.for_service(8765)  # the token a reward service on this host made, in $HOME
     bin_dir = tmp_path_factory.mktemp("stand-in") / "bin"  # installed apart from the run
     bin_dir.mkdir()
     exe = bin_dir / "stand-in-agent"
@@ -167,6 +170,9 @@ def invoke(layout: dict[str, Any], *, selfcheck: bool = False, fill: dict[str, i
                  "run_yaml": str(layout["run_dir"] / "run.yaml"),
                  "other_task": str(layout["other"] / "kernel.py"),
                  "home_secret": str(layout["home"] / ".netrc"),
+                 # With it, an agent could ask the reward service for verdicts on the held-out
+                 # cases, and read or cancel other rollouts' requests.
+                 "service_token": str(access_token.token_file(8765)),
                  "preserved_copy": str(task_run / "baseline" / "task.yaml")},
         # Stand-ins for files an agent must not change (never real ones: if confinement failed,
         # this test must not damage the machine it runs on).
@@ -197,7 +203,8 @@ def test_a_confined_agent_cannot_read_the_answer_key_nor_write_outside(
     execution, seen = outcome["execution"], outcome["report"]
     assert execution.status == "completed", execution.message
     assert execution.confinement and execution.confinement["confined"] is True
-    for name in ("task_yaml", "solution", "run_yaml", "other_task", "home_secret"):
+    for name in ("task_yaml", "solution", "run_yaml", "other_task", "home_secret",
+                 "service_token"):
         assert seen[name].startswith("denied"), (name, seen[name])
     assert seen["preserved_copy"].startswith("read: "), "aka selfcheck needs the preserved copy"
     for name in ("evaluator", "preserved_copy_write"):

@@ -40,6 +40,7 @@ def _service_fixtures() -> Any:
 
 fixtures = _service_fixtures()
 candidate = fixtures.candidate
+service_token = fixtures.service_token  # autouse: the access token of the service and clients
 
 
 @pytest.fixture
@@ -50,6 +51,7 @@ def service(tmp_path: Path) -> Any:
 
 
 def post(svc: Any, body: Any = None, **kwargs: Any) -> Any:
+    kwargs["headers"] = {**svc.headers, **kwargs.get("headers", {})}
     return httpx.post(svc.url + "/v1/evaluations", json=body, timeout=60, **kwargs)
 
 
@@ -93,7 +95,7 @@ def test_files_that_cannot_be_written_are_refused_and_leave_nothing(service: Any
                                                                     field: str) -> None:
     body = json.dumps({"task": TASK, "files": files}, ensure_ascii=True)  # \ud800 as JSON has it
     response = httpx.post(service.url + "/v1/evaluations", content=body, timeout=60,
-                          headers={"content-type": "application/json"})
+                          headers={"content-type": "application/json", **service.headers})
     assert response.status_code == 422, response.text
     assert response.json()["field"] == field
     assert spool_leftovers(service) == []
@@ -102,12 +104,15 @@ def test_files_that_cannot_be_written_are_refused_and_leave_nothing(service: Any
 @pytest.mark.slow
 def test_a_body_too_deep_or_too_large_is_refused_before_it_costs_memory(service: Any) -> None:
     deep = "[" * 100_000 + "]" * 100_000
-    response = httpx.post(service.url + "/v1/evaluations", content=deep, timeout=60)
+    response = httpx.post(service.url + "/v1/evaluations", content=deep, timeout=60,
+                          headers=service.headers)
     assert response.status_code == 400
     # Declared too large: refused at once, before any of it is sent.
     with socket.create_connection(("127.0.0.1", service.port), timeout=30) as sock:
+        token = service.headers["Authorization"].encode()
         sock.sendall(b"POST /v1/evaluations HTTP/1.1\r\nhost: x\r\ncontent-type: "
-                     b"application/json\r\ncontent-length: 2147483648\r\n\r\n{")
+                     b"application/json\r\nauthorization: " + token + b"\r\n"
+                     b"content-length: 2147483648\r\n\r\n{")
         assert sock.recv(4096).startswith(b"HTTP/1.1 413")
     # Sent too large without a declared length (chunked): refused past the limit.
     chunk = b" " * 2**20
@@ -117,7 +122,8 @@ def test_a_body_too_deep_or_too_large_is_refused_before_it_costs_memory(service:
         for _ in range(200):
             yield chunk
 
-    response = httpx.post(service.url + "/v1/evaluations", content=body(), timeout=60)
+    response = httpx.post(service.url + "/v1/evaluations", content=body(), timeout=60,
+                          headers=service.headers)
     assert response.status_code == 413
     with ServiceClient(service.url) as client:  # and the service still judges
         assert client.evaluate(TASK, candidate("scored", reward=1.25))["reward"] == 1.25

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -27,6 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from aka_core.service import access_token
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,6 +99,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.fixture(autouse=True)
+def service_token(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The access token the tests' services ask for and their clients send (``access_token``:
+    from the environment, so that no test writes one into the home folder)."""
+    token = secrets.token_urlsafe(24)
+    monkeypatch.setenv(access_token.ENV, token)
+    return token
+
+
 class ServiceProcess:
     """``aka serve``'s ``serve()`` in a child process (killable, restartable on its port)."""
 
@@ -115,6 +127,11 @@ class ServiceProcess:
                             evaluation_seconds=evaluation_seconds, evaluator=evaluator,
                             prestart=prestart)
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a raw HTTP request to this service sends to be let in."""
+        return access_token.header(os.environ[access_token.ENV])
 
     def start(self) -> ServiceProcess:
         code = ("import asyncio, json, sys\nfrom pathlib import Path\n"

@@ -83,10 +83,12 @@ def test_a_request_that_cannot_be_accepted_says_which_field(service: ServiceProc
                                                             status: int, field: str | None
                                                             ) -> None:
     try:
-        response = httpx.post(service.url + "/v1/evaluations", json=body, timeout=30)
+        response = httpx.post(service.url + "/v1/evaluations", json=body, timeout=30,
+                              headers=service.headers)
     except ValueError:  # inf is not JSON: send it as a Python client would not
         response = httpx.post(service.url + "/v1/evaluations", timeout=30,
-                              content=b'{"task": "x", "deadline_s": Infinity')
+                              content=b'{"task": "x", "deadline_s": Infinity',
+                              headers=service.headers)
     assert response.status_code == status, response.text
     assert response.json()["field"] == field
     assert response.json()["error"]
@@ -105,7 +107,7 @@ def test_deadlines_cancellation_and_a_full_queue(make_service: object, tmp_path:
         with pytest.raises(ServiceError) as full:
             client.submit(TASK, candidate("scored", reward=3.0))
         assert full.value.status == 429
-        response = httpx.post(svc.url + "/v1/evaluations", timeout=30,
+        response = httpx.post(svc.url + "/v1/evaluations", timeout=30, headers=svc.headers,
                               json={"task": TASK, "files": candidate("scored", reward=4.0)})
         assert response.status_code == 429 and int(response.headers["Retry-After"]) >= 1
         expired = client.wait(queued["id"], timeout=30)  # expires while the slot is busy

@@ -100,7 +100,8 @@ def test_load_with_killed_workers_a_restarted_service_and_a_client_that_leaves(
     with ServiceClient(svc.url) as leaving:
         leaving.submit(TASK, candidate("scored", reward=7.0, sleep=0.5), id="left")
     with pytest.raises(httpx.TimeoutException):
-        httpx.get(svc.url + "/v1/evaluations/left", params={"wait": "30"}, timeout=0.2)
+        httpx.get(svc.url + "/v1/evaluations/left", params={"wait": "30"}, timeout=0.2,
+                  headers=svc.headers)
     started = time.monotonic()
     asyncio.run(main())
     elapsed = time.monotonic() - started
