@@ -11,6 +11,7 @@ import pytest
 
 from aka_core.service import access_token
 from aka_core.service.client import ServiceClient, ServiceError
+
 from .conftest import candidate
 
 httpx = pytest.importorskip("httpx")
