@@ -154,6 +154,10 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
         store.close()
         with contextlib.suppress(OSError):
             descriptor.unlink()
+        if options.port == 0 and token_source != f"${access_token.ENV}":
+            # A port of the moment is never asked for again: its token would only pile up.
+            with contextlib.suppress(OSError):
+                Path(token_source).unlink()
         sock.close()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,11 @@ try:
                 pass
 except OSError:
     pass
+try:  # the service's access token (with it, any client could ask for held-out verdicts)
+    pathlib.Path({token_file!r}).read_bytes()
+    _found.append("token")
+except OSError:
+    pass
 try:
     with socket.create_connection(("127.0.0.1", {port}), timeout=2):
         _found.append("port")
@@ -95,6 +101,8 @@ def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path,
     proc = subprocess.Popen([sys.executable, "-m", "aka_core.cli", "serve", "--tasks",
                              str(open_tasks_root()), "--state", str(state), "--port", "0",
                              "--device", "cpu", prestart], stdout=subprocess.DEVNULL,
+                            env={k: v for k, v in os.environ.items()
+                                 if k != "AKA_SERVICE_TOKEN"},  # it makes one in $HOME
                             stderr=open(tmp_path / "serve.log", "wb"))  # noqa: SIM115
     try:
         deadline = time.monotonic() + 60
@@ -107,7 +115,11 @@ def test_a_candidate_cannot_read_the_queue_or_reach_the_service(tmp_path: Path,
         from aka_core.api import ServiceClient
 
         honest = (ROOT / "tests" / "solutions" / "triton2triton" / "gelu" / "kernel.py").read_text()
-        probe = PROBE.format(state=str(state), port=port)
+        from aka_core.service import access_token
+
+        token_file = access_token.token_file(port)
+        assert token_file.is_file()  # the service made one: the probe has it to look for
+        probe = PROBE.format(state=str(state), port=port, token_file=str(token_file))
         exploit = honest.replace("import torch\n", probe, 1) + (
             "\n_honest = gelu\n\ndef gelu(x):\n"
             "    return torch.zeros_like(x) if _found else _honest(x)\n")
