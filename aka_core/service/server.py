@@ -125,7 +125,8 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
         token, token_source = access_token.for_service(port)
     except (OSError, ValueError) as exc:
         sock.close()
-        raise UsageError(f"the service's access token: {exc}") from None
+        raise UsageError(f"the service's access token: {exc} (or set {access_token.ENV} to a "
+                         "token of your own: nothing is then written)") from None
     service = Service(scheduler, options.tasks_root, max_queue=options.max_queue, token=token)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     config = uvicorn.Config(create_app(service), log_level="warning", access_log=False,
