@@ -115,6 +115,7 @@
 # (the placement probe there, then issue 13's table with the serial scores), and the
 # interference ratio's spread over the corpus on an H200 with the clean phase on the pairs'
 # memory (every gpu_bench case records it): can the 3-10% retry band narrow?
+# 75 ran on an H100 on 2026-12-07 (bench/results/h100-2026-12-07g/).
 # 51 and 52 ran on H100s on 2026-12-06 (bench/results/h100-2026-12-06f/: the timing phase by stage,
 # captures at once kept, audits read later reverted). Next: A/B runs of less judge work per
 # evaluation (fewer estimate blocks, one slot set-up per case), then step 46 on an H200. A short
