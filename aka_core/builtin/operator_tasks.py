@@ -82,6 +82,14 @@ def check_task(task: Task, *, file: Path, source: Any) -> list[Problem]:
     present: dict[str, bool] = {}
     for path, rel in _referenced_files(task, source):
         if rel not in present:
+            unusable = _unusable_name(rel)
+            if unusable is not None:
+                # A NUL or a name past the file system's limit made every load a traceback
+                # (`aka validate` crashed; the reward service answered the task's requests 500).
+                present[rel] = False
+                problem(path, f"{rel[:80]!r} cannot be a file name: {unusable}",
+                        "name a file of the task folder")
+                continue
             present[rel] = _inside(root, rel) and (root / rel).is_file()
             if not _inside(root, rel):
                 problem(path, f"{rel!r} is outside the task folder",
@@ -104,6 +112,19 @@ def _referenced_files(task: Task, source: Any) -> Iterator[tuple[list[str | int]
         yield [where], getattr(task, field).split(":")[0]
     for index, rel in enumerate(task.editable):
         yield ["editable", index], rel
+
+
+def _unusable_name(rel: str) -> str | None:
+    """Why no file can be at ``rel`` (a NUL, a name over 255 bytes, a path over 1024), or None."""
+    if "\0" in rel:
+        return "it holds a NUL character"
+    try:
+        encoded = rel.encode()
+    except UnicodeEncodeError:
+        return "it is not valid Unicode"
+    if len(encoded) > 1024 or any(len(part) > 255 for part in encoded.split(b"/")):
+        return "it is longer than a file system allows (255 bytes a name, 1024 in all)"
+    return None
 
 
 def _inside(root: Path, rel: str) -> bool:
@@ -251,6 +272,10 @@ def _check_python(task: Task, file: Path, source: Any, present: dict[str, bool])
         except (OSError, UnicodeDecodeError) as exc:
             trees[rel] = None
             problems.append(Problem(f"cannot read: {exc}", file=path))
+        except (RecursionError, MemoryError):  # the parser's own limit, not a SyntaxError
+            trees[rel] = None
+            problems.append(Problem("nested too deeply for Python's parser", file=path,
+                                    hint="split the expression into smaller ones"))
     for field in CALLABLE_FIELDS:
         if field == "baseline" and "baseline" not in source:
             continue  # the default baseline is the entrypoint, checked already

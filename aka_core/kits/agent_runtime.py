@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -550,7 +551,29 @@ def run_cli(cmd: CliCommand, cwd: Path, env: Mapping[str, str], logs_dir: Path, 
     with open(logs_dir / "agent.jsonl", "a", encoding="utf-8") as events_out, \
             open(stderr_path, "ab") as stderr_out:
         stderr_start = stderr_out.tell()  # the file may hold an earlier launch's stderr
-        proc = _launch(cmd, cwd, env, stderr_out)
+        # The CLI's stdout and stderr are sockets, never a pipe or the log file itself: what the
+        # CLI prints there is its own word (a provider's failure makes the task an infra_error,
+        # its candidate unjudged), and the agent's commands, processes of the same user below
+        # the CLI, could open a pipe or a file again through /proc/<the CLI>/fd/1 or fd/2 and
+        # write "429 Too Many Requests" there (tests/redteam/test_agent_status.py). No path
+        # opens a socket.
+        events_in, events_theirs = socket.socketpair()
+        errors_in, errors_theirs = socket.socketpair()
+        try:
+            proc = _launch(cmd, cwd, env, errors_theirs.fileno(), stdout=events_theirs.fileno())
+        except BaseException:
+            events_in.close()
+            errors_in.close()
+            raise
+        finally:
+            events_theirs.close()
+            errors_theirs.close()
+        for ours in (events_in, errors_in):
+            with contextlib.suppress(OSError):
+                ours.shutdown(socket.SHUT_WR)  # one way: nothing is sent to the CLI here
+        events_stream = events_in.makefile("rb")
+        copier = threading.Thread(target=_copy_stream, args=(errors_in, stderr_out), daemon=True)
+        copier.start()
         tree = ProcessTree(proc.pid)
 
         def roots() -> list[int]:  # from a watch's thread: the tree's table may be changing
@@ -566,8 +589,8 @@ def run_cli(cmd: CliCommand, cwd: Path, env: Mapping[str, str], logs_dir: Path, 
 
         disk.watch("agent", [cwd, *watched], roots=roots, over=over)
         memory.watch("agent", roots=roots, over=over)
-        reader = threading.Thread(target=_pump_events, args=(proc, events_out, result, is_final),
-                                  daemon=True)
+        reader = threading.Thread(target=_pump_events,
+                                  args=(events_stream, events_out, result, is_final), daemon=True)
         reader.start()
         if cmd.stdin is not None:
             # In a thread: a CLI that does not read its stdin must not block the budget.
@@ -589,6 +612,10 @@ def run_cli(cmd: CliCommand, cwd: Path, env: Mapping[str, str], logs_dir: Path, 
                 _signal_group(proc.pid, signal.SIGKILL)
                 tree.signal(signal.SIGKILL)
                 reader.join(timeout=5)
+                copier.join(timeout=5)
+                for stream in (events_stream, events_in, errors_in):
+                    with contextlib.suppress(OSError):
+                        stream.close()
                 result.watched = {"disk": disk.stop(), "memory": memory.stop()}
     result.duration_seconds = round(time.monotonic() - started, 3)
     try:
@@ -600,8 +627,16 @@ def run_cli(cmd: CliCommand, cwd: Path, env: Mapping[str, str], logs_dir: Path, 
     return result
 
 
+def _copy_stream(source: socket.socket, out: Any) -> None:
+    """What the CLI writes to its stderr (``source``), into its log ``out``, until it closes."""
+    with contextlib.suppress(OSError, ValueError):
+        while chunk := source.recv(1 << 16):
+            out.write(chunk)
+            out.flush()
+
+
 def _launch(cmd: CliCommand, cwd: Path, env: Mapping[str, str],
-            stderr_out: Any) -> subprocess.Popen[bytes]:
+            stderr_out: Any, *, stdout: Any = subprocess.PIPE) -> subprocess.Popen[bytes]:
     from aka_core.evaluation.evaluate import die_with_parent  # one implementation of the guard
     from aka_core.evaluation.sandbox import OOM_SCORE_ADJ
 
@@ -609,7 +644,7 @@ def _launch(cmd: CliCommand, cwd: Path, env: Mapping[str, str],
         return subprocess.Popen(
             list(cmd.argv), cwd=cwd, env=dict(env), start_new_session=True,
             stdin=subprocess.PIPE if cmd.stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=stderr_out,
+            stdout=stdout, stderr=stderr_out,
             # Should aka be SIGKILLed (no cleanup runs), the CLI goes with it; a confined CLI's
             # whole sandbox does anyway (bwrap --die-with-parent). The OOM killer takes the
             # agent's processes before aka's (which hold what the run has recorded).
@@ -747,10 +782,16 @@ def _start_time(pid: int) -> int | None:
     return None if stat is None else stat[1]
 
 
-def _pump_events(proc: subprocess.Popen[bytes], out: Any, result: CliRun,
+def _pump_events(stream: Any, out: Any, result: CliRun,
                  is_final: Callable[[Mapping[str, Any]], bool] | None = None) -> None:
-    assert proc.stdout is not None
-    for raw in proc.stdout:
+    """The CLI's events, a line each, from its stdout (``stream``) into ``out`` and ``result``."""
+    with contextlib.suppress(OSError, ValueError):  # closed once the CLI is done
+        _pump_lines(stream, out, result, is_final)
+
+
+def _pump_lines(stream: Any, out: Any, result: CliRun,
+                is_final: Callable[[Mapping[str, Any]], bool] | None) -> None:
+    for raw in stream:
         line = raw.decode("utf-8", errors="replace").strip()
         if not line:
             continue

@@ -90,11 +90,20 @@ def _normalise(selector: str, tasks_root: Path) -> str:
         return ""
     # "tasks/triton2triton/gelu" is what tab completion gives from the checkout's root
     name = tasks_root.name
-    if text == name and not (tasks_root / name).is_dir():
+    if text == name and not _is_folder(tasks_root / name):
         return ""
-    if text.startswith(f"{name}/") and not (tasks_root / text).is_dir():
+    if text.startswith(f"{name}/") and not _is_folder(tasks_root / text):
         return text[len(name) + 1:]
     return text
+
+
+def _is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder; False where no file could have that name (a name over 255
+    bytes raised ``OSError: File name too long`` through `aka validate` and `aka run`)."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _match(selector: str, tasks: dict[str, Path]) -> list[str]:
@@ -108,7 +117,7 @@ def _match(selector: str, tasks: dict[str, Path]) -> list[str]:
 def _no_match_message(raw: str, selector: str, tasks_root: Path, tasks: dict[str, Path]) -> str:
     if not tasks:
         return f"no tasks found under {tasks_root}, so {raw!r} selects nothing"
-    if selector and (tasks_root / selector).is_dir():
+    if selector and _is_folder(tasks_root / selector):
         return f"folder {selector!r} under {tasks_root} holds no task folder"
     return f"no task or folder {raw!r} under {tasks_root}"
 

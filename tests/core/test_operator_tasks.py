@@ -71,6 +71,29 @@ def test_file_outside_the_task_folder_is_refused(make_task, task_yaml: str, tmp_
     assert "inputs: '../../evil.py' is outside the task folder" in load_error(folder)
 
 
+@pytest.mark.parametrize("name, says", [
+    ('"kernel\\0.py"', "cannot be a file name"),  # a NUL (YAML's escape): no path holds one
+    ("a" * 300 + ".py", "cannot be a file name"),    # a name over the file system's 255 bytes
+])
+def test_an_editable_that_no_file_can_have_is_named(make_task, task_yaml: str, name: str,
+                                                   says: str) -> None:
+    """An editable path that is no possible file name made every load of the task a traceback
+    (``ValueError: embedded null byte``, ``OSError: File name too long``): `aka validate`
+    crashed, and the reward service answered each request for the task with a 500."""
+    folder = make_task(yaml=task_yaml.replace("[kernel.py]", f"[kernel.py, {name}]"))
+    message = load_error(folder)
+    assert f"{folder / 'task.yaml'}:4: editable[1]:" in message and says in message
+
+
+def test_a_reference_nested_past_the_parser_is_named(make_task) -> None:
+    """A source Python's parser gives up on (a sum of 200,000 terms: ``RecursionError`` while
+    it builds the tree) made the task's load a traceback, not a problem naming the file."""
+    body = "+".join(["x"] * 200_000)
+    folder = make_task(files={"reference.py": f"def scale_reference(x):\n    return {body}\n"})
+    message = load_error(folder)
+    assert f"{folder / 'reference.py'}" in message and "too deeply" in message
+
+
 def test_entrypoint_must_be_editable(make_task, task_yaml: str) -> None:
     folder = make_task(yaml=task_yaml.replace("entrypoint: kernel.py:scale",
                                               "entrypoint: reference.py:scale_reference"))

@@ -91,3 +91,15 @@ def test_every_bad_selector_is_reported(tasks_root: Path, bare_host: PluginHost)
 def test_empty_tasks_folder(tmp_path: Path, bare_host: PluginHost) -> None:
     with pytest.raises(SelectionError, match="no tasks found under"):
         resolve_selectors(["a"], tmp_path, bare_host)
+
+
+@pytest.mark.parametrize("selector", ["triton2triton/" + "g" * 300, "tasks/" + "g" * 300,
+                                      "g" * 5000])
+def test_a_selector_no_folder_can_be_named_selects_nothing(tasks_root: Path,
+                                                           bare_host: PluginHost,
+                                                           selector: str) -> None:
+    """A selector over the file system's name limit made `aka validate` and `aka run` a
+    traceback (``OSError: File name too long``) instead of naming the config's entry."""
+    with pytest.raises(SelectionError) as info:
+        resolve_selectors([selector], tasks_root, bare_host)
+    assert "no task or folder" in str(info.value)
