@@ -73,8 +73,12 @@ class Service:
         if not isinstance(task_id, str) or not TASK_PATTERN.fullmatch(task_id) or ".." in task_id:
             raise BadRequest(400, "task", "task must be a task id such as triton2triton/gelu")
         folder = self.tasks_root / task_id
-        if not (folder / TASK_FILE).is_file():
-            raise BadRequest(404, "task", f"no task {task_id!r} under {self.tasks_root}")
+        try:
+            found = (folder / TASK_FILE).is_file()
+        except OSError:  # a name no file system holds (over 255 bytes): no such task either
+            found = False
+        if not found:
+            raise BadRequest(404, "task", f"no task {task_id[:200]!r} under {self.tasks_root}")
         if task_id not in self._editable:
             from aka_core.builtin.operator_tasks import load_task
             from aka_core.errors import AkaError

@@ -78,6 +78,7 @@ def test_an_id_is_one_request_whatever_the_client_repeats(service: ServiceProces
     ({"task": TASK, "files": {"kernel.py": "x"}, "id": "a b"}, 400, "id"),
     ({"task": TASK, "files": {"kernel.py": "x" * (17 * 2**20)}}, 413, "files"),
     ([1, 2], 400, None),
+    ({"task": "triton2triton/" + "g" * 300, "files": {"kernel.py": "x"}}, 404, "task"),
 ])
 def test_a_request_that_cannot_be_accepted_says_which_field(service: ServiceProcess, body: object,
                                                             status: int, field: str | None
