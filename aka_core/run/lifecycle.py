@@ -69,6 +69,7 @@ from aka_core.run.workspace import (
     preserve_baseline,
     remove_tree,
 )
+from aka_core.service import state_registry
 from aka_core.yamlio import write_json_atomic
 
 log = structlog.get_logger("aka.lifecycle")
@@ -327,8 +328,8 @@ def _run_agent_once(ctx: TaskContext, task: Task, workspace: Path, logs: Path) -
             timeout_seconds=cfg.agent_seconds,
             environment={k: v for k, v in os.environ.items() if k in AGENT_ENV_KEEP},
             target_gpu_model=ctx.config.target_name,
-            protected=protected_paths(task, ctx.tasks_root, ctx.run_dir,
-                                      *ctx.protected_extra),
+            protected=agent_protected_paths(task, ctx.tasks_root, ctx.run_dir,
+                                            *ctx.protected_extra),
             readable=(str((workspace.parent / "baseline").resolve()),),
         )
         execution = agent.run(invocation)
@@ -399,6 +400,13 @@ def protected_paths(task: Task, *extra: Path | None) -> tuple[str, ...]:
         found += [ancestor / name for name in ("tasks", "tests") if (ancestor / name).is_dir()]
     found += [p.resolve() for p in extra if p is not None]
     return tuple(sorted({str(p) for p in found}))
+
+
+def agent_protected_paths(task: Task, *extra: Path | None) -> tuple[str, ...]:
+    """What an agent's sandbox hides: ``protected_paths``, and the state folders of this host's
+    reward services (other rollouts' queued files, their held-out draws: ``state_registry``),
+    since the sandbox shows the rest of the host read-only."""
+    return protected_paths(task, *extra, *state_registry.recorded())
 
 
 def build_request(ctx_device: str, task: Task, workspace: Path | None, baseline: Path,

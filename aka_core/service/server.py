@@ -20,7 +20,7 @@ import attrs
 
 from aka_core.errors import UsageError
 from aka_core.evaluation import holder_cpus
-from aka_core.service import access_token
+from aka_core.service import access_token, state_registry
 
 if TYPE_CHECKING:  # asyncio is imported where the service runs: a client's ``read_url`` needs none
     import asyncio
@@ -104,6 +104,7 @@ async def serve(options: ServeOptions, *, ready: asyncio.Event | None = None) ->
         raise UsageError(f"tasks folder {options.tasks_root} does not exist (--tasks)")
     spool = options.state / "spool"
     spool.mkdir(parents=True, exist_ok=True)
+    state_registry.record(options.state)  # hidden from the agents of `aka run` on this host
     store = RequestStore(options.state / "queue.db", max_attempts=options.max_attempts)
     try:
         cpu_plan = holder_cpus.plan(list(options.gpus), per_gpu=options.holder_cpus)

@@ -22,8 +22,8 @@ import pytest
 from aka_core.kits.agent_runtime import CliAgent, CliCommand
 from aka_core.models import AgentUsage
 from aka_core.plugin.records import AgentInvocation
-from aka_core.run.lifecycle import protected_paths
-from aka_core.service import access_token
+from aka_core.run.lifecycle import agent_protected_paths
+from aka_core.service import access_token, state_registry
 from aka_core.testing.fixtures import task_from_dir, write_task
 
 pytestmark = pytest.mark.skipif(
@@ -134,6 +134,19 @@ def run_layout(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv(access_token.ENV, raising=False)
     access_token.for_service(8765)  # the token a reward service on this host made, in $HOME
+    # A reward service's state folder where the sandbox shows the host (not below /tmp or a
+    # home): recorded by the service, hidden; an unrecorded folder beside it stays readable.
+    states = []
+    for name in ("service-state", "not-a-service"):
+        folder = Path("/opt") / f"aka-agent-{name}-{uuid.uuid4().hex[:8]}"
+        try:
+            folder.mkdir()
+        except OSError:
+            break
+        (folder / "queue.db").write_text("held-out draws of other rollouts\n")
+        states.append(folder)
+    if states:
+        state_registry.record(states[0])
     bin_dir = tmp_path_factory.mktemp("stand-in") / "bin"  # installed apart from the run
     bin_dir.mkdir()
     exe = bin_dir / "stand-in-agent"
@@ -145,10 +158,13 @@ def run_layout(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
     serving = threading.Thread(target=_serve_hello, args=(endpoint,), daemon=True)
     serving.start()
     yield {"task": task, "task_dir": task_dir, "solutions": solutions, "run_dir": run_dir,
+           "states": states,
            "task_run": task_run, "other": other, "home": home, "bin": bin_dir,
            "host_tmp_file": str(host_tmp_file), "endpoint_port": endpoint.getsockname()[1]}
     host_tmp_file.unlink(missing_ok=True)
     endpoint.close()
+    for folder in states:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _serve_hello(server: socket.socket) -> None:
@@ -173,6 +189,8 @@ def invoke(layout: dict[str, Any], *, selfcheck: bool = False, fill: dict[str, i
                  # With it, an agent could ask the reward service for verdicts on the held-out
                  # cases, and read or cancel other rollouts' requests.
                  "service_token": str(access_token.token_file(8765)),
+                 **{f"state_{i}": str(folder / "queue.db")
+                    for i, folder in enumerate(layout["states"])},
                  "preserved_copy": str(task_run / "baseline" / "task.yaml")},
         # Stand-ins for files an agent must not change (never real ones: if confinement failed,
         # this test must not damage the machine it runs on).
@@ -189,7 +207,7 @@ def invoke(layout: dict[str, Any], *, selfcheck: bool = False, fill: dict[str, i
     invocation = AgentInvocation(
         task=layout["task"], workspace=task_run / "workspace", logs_dir=task_run / "logs",
         prompt="make it fast", timeout_seconds=120, environment=env, target_gpu_model="cpu",
-        protected=protected_paths(layout["task"], layout["run_dir"]),
+        protected=agent_protected_paths(layout["task"], layout["run_dir"]),
         readable=(str(task_run / "baseline"),))
     execution = StandIn({"pass_env": ["PROBE_TARGETS"], **options}).run(invocation)
     report_path = task_run / "workspace" / "report.json"
@@ -206,6 +224,9 @@ def test_a_confined_agent_cannot_read_the_answer_key_nor_write_outside(
     for name in ("task_yaml", "solution", "run_yaml", "other_task", "home_secret",
                  "service_token"):
         assert seen[name].startswith("denied"), (name, seen[name])
+    if len(run_layout["states"]) == 2:  # /opt is writable here
+        assert seen["state_0"].startswith("denied"), seen["state_0"]  # the service's, recorded
+        assert seen["state_1"].startswith("read: "), seen["state_1"]  # the control
     assert seen["preserved_copy"].startswith("read: "), "aka selfcheck needs the preserved copy"
     for name in ("evaluator", "preserved_copy_write"):
         assert seen[name].startswith("denied"), (name, seen[name])
