@@ -177,13 +177,13 @@ CHILD = textwrap.dedent("""
     # Leaving the process group: a forked child's setsid, then setpgid, and a subprocess
     # started in a session of its own; each says whether it is still in this group.
     group = os.getpgid(0)
-    def moved(call):
+    def in_a_child_says(call, says):  # call() in a forked child, then says(), or the error
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 call()
-                os.write(write, b"left" if os.getpgid(0) != group else b"stayed")
+                os.write(write, says().encode())
             except OSError as exc:
                 os.write(write, exc.strerror.encode())
             os._exit(0)
@@ -191,6 +191,8 @@ CHILD = textwrap.dedent("""
         os.waitpid(pid, 0)
         with os.fdopen(read, "rb") as reader:
             return reader.read().decode()
+    def moved(call):
+        return in_a_child_says(call, lambda: "left" if os.getpgid(0) != group else "stayed")
     tried["setsid"] = moved(os.setsid)
     tried["setpgid"] = moved(lambda: os.setpgid(0, 0))
     session = subprocess.run([sys.executable, "-c", "import os; print(os.getpgid(0))"],
@@ -200,19 +202,8 @@ CHILD = textwrap.dedent("""
     # Lowering the core-dump limit below 1, where a host's piped core_pattern would start its
     # helper at a crash: each way in a child of its own, which says the limit it then has.
     def core_limit_after(call):
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                call()
-                os.write(write, "{} {}".format(*resource.getrlimit(resource.RLIMIT_CORE)).encode())
-            except OSError as exc:
-                os.write(write, exc.strerror.encode())
-            os._exit(0)
-        os.close(write)
-        os.waitpid(pid, 0)
-        with os.fdopen(read, "rb") as reader:
-            return reader.read().decode()
+        return in_a_child_says(
+            call, lambda: "{} {}".format(*resource.getrlimit(resource.RLIMIT_CORE)))
     class Rlimit(ctypes.Structure):
         _fields_ = [("soft", ctypes.c_ulong), ("hard", ctypes.c_ulong)]
     def raw_setrlimit():  # the old call, which the C library no longer uses
