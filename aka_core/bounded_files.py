@@ -36,6 +36,12 @@ CHUNK_BYTES = 1 << 20
 
 StrPath = str | os.PathLike[str]
 
+MAX_NAME_BYTES = 255
+"""The longest name of one file or folder that file systems hold (``NAME_MAX``)."""
+MAX_PATH_BYTES = 1024
+"""The longest relative path aka takes from someone else (a task, a workspace, a request):
+absolute paths built on it stay well under ``PATH_MAX``, so no later step fails on one."""
+
 
 class RefusedFile(ValueError):
     """The file is not one the reader accepts; ``path`` names it."""

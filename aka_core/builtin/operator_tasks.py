@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import cattrs
 
+from aka_core.bounded_files import MAX_NAME_BYTES, MAX_PATH_BYTES
 from aka_core.convert import structure
 from aka_core.errors import ConfigError, Problem
 from aka_core.evaluation.cost import CostError
@@ -115,15 +116,18 @@ def _referenced_files(task: Task, source: Any) -> Iterator[tuple[list[str | int]
 
 
 def _unusable_name(rel: str) -> str | None:
-    """Why no file can be at ``rel`` (a NUL, a name over 255 bytes, a path over 1024), or None."""
+    """Why no file can be at ``rel`` (a NUL, a name or a path longer than
+    ``bounded_files`` allows), or None."""
     if "\0" in rel:
         return "it holds a NUL character"
     try:
         encoded = rel.encode()
     except UnicodeEncodeError:
         return "it is not valid Unicode"
-    if len(encoded) > 1024 or any(len(part) > 255 for part in encoded.split(b"/")):
-        return "it is longer than a file system allows (255 bytes a name, 1024 in all)"
+    if len(encoded) > MAX_PATH_BYTES or any(len(part) > MAX_NAME_BYTES
+                                            for part in encoded.split(b"/")):
+        return (f"it is longer than a file system allows ({MAX_NAME_BYTES} bytes a name, "
+                f"{MAX_PATH_BYTES} in all)")
     return None
 
 

@@ -24,16 +24,13 @@ import stat
 import uuid
 from pathlib import Path
 
-from aka_core.bounded_files import RefusedFile, sha256_exactly
+from aka_core.bounded_files import MAX_PATH_BYTES, RefusedFile, sha256_exactly
 from aka_core.models import TASK_FILE, IntegrityReport, Task
 
 IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 MAX_DEPTH = 32
 """Folders nested deeper than this are beyond a walk (Python's own walks recurse once per level
 and fail near a thousand)."""
-MAX_PATH_BYTES = 1024
-"""A relative path longer than this is beyond a walk: absolute paths stay well under PATH_MAX,
-so no later step fails on one."""
 MAX_ENTRIES = 200_000
 """The most files and folders a walk lists (the agent's disk watch stops it at as many)."""
 HASH_LIMIT_BYTES = 64 * 2**20

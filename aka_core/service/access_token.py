@@ -53,10 +53,9 @@ def for_service(port: int) -> tuple[str, str]:
     if token is not None:
         return token, f"${ENV}"
     path = token_file(port)
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        kept = path.read_text().strip()
-        if len(kept) >= MIN_LENGTH:
-            return kept, str(path)
+    kept = _kept(port)
+    if kept is not None:
+        return kept, str(path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path.parent, 0o700)
     token = secrets.token_urlsafe(32)
@@ -81,6 +80,11 @@ def for_client(url: str) -> str | None:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         return None
+    return _kept(port)
+
+
+def _kept(port: int) -> str | None:
+    """The token a service on ``port`` of this host made, or None."""
     with contextlib.suppress(OSError, UnicodeDecodeError):
         kept = token_file(port).read_text().strip()
         if len(kept) >= MIN_LENGTH:

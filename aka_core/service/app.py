@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from aka_core.bounded_files import MAX_NAME_BYTES, MAX_PATH_BYTES
 from aka_core.models import TASK_FILE
 from aka_core.service import access_token
 from aka_core.service.scheduler import Scheduler
@@ -46,8 +47,6 @@ MAX_BYTES = 16 * 2**20
 # JSON text with escapes, and the rest of the request.
 MAX_BODY_BYTES = 4 * MAX_BYTES + 2**20
 BODY_SECONDS = 60.0  # to send the whole body
-MAX_NAME_BYTES = 255  # a path component, as file systems allow
-MAX_PATH_BYTES = 1024
 MAX_WAIT_SECONDS = 60.0
 
 
